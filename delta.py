@@ -104,11 +104,15 @@ ALGOS = {  # adv_scale: Eq. A with or without std; agg: loss normaliser; overlon
 }
 
 
+class ArgumentError(ValueError):
+    """Bad input, reported before any work starts."""
+
+
 def validate_args(a: Args, world_size: int = 1) -> None:
     """Fail before any work, with a message that says what to change."""
     def need(ok, msg):
         if not ok:
-            raise ValueError(msg)
+            raise ArgumentError(msg)
     need(a.algo in ALGOS, f"--algo {a.algo!r} is unknown; use one of {', '.join(ALGOS)}")
     need(a.group_size >= 2, f"--group_size {a.group_size}: group advantages need at least 2 responses per prompt")
     for name in ("prompts_per_step", "mini_batch_prompts", "micro_batch_size", "max_new_tokens",
@@ -346,7 +350,7 @@ def load_rows(source, split, prompt_key, answer_key):
         ds = datasets.load_dataset(source, split=split)
     for key in (prompt_key, answer_key):
         if key not in ds.column_names:
-            raise ValueError(f"{source}: no column {key!r}; columns are {ds.column_names} (set --prompt_key/--answer_key)")
+            raise ArgumentError(f"{source}: no column {key!r}; columns are {ds.column_names} (set --prompt_key/--answer_key)")
     return [{"question": str(r[prompt_key]), "answer": r[answer_key]} for r in ds]
 
 
@@ -692,7 +696,7 @@ def main(args: Args):
     rank, world, device = setup_distributed()
     try:
         validate_args(args, world)
-    except ValueError:
+    except ArgumentError:
         if world > 1:
             dist.destroy_process_group()
         raise
@@ -714,7 +718,7 @@ def main(args: Args):
     # model: a hub id / local path, the newest checkpoint, or the tiny default built in code
     ckpts = checkpoints(args.output_dir) if args.resume else []
     if args.resume and not ckpts:
-        raise ValueError(f"--resume: no checkpoint in {args.output_dir}")
+        raise ArgumentError(f"--resume: no checkpoint in {args.output_dir}")
     source = ckpts[-1] if ckpts else args.model
     if not source:
         source = os.path.join(args.output_dir, "tiny-init")
@@ -728,7 +732,7 @@ def main(args: Args):
     train_rows = [r for r in train_rows if not too_long(r)]
     eval_rows = [r for r in eval_rows if not too_long(r)]
     if len(train_rows) < args.prompts_per_step:
-        raise ValueError(f"{len(train_rows)} of {n_before} training prompts fit --max_prompt_length "
+        raise ArgumentError(f"{len(train_rows)} of {n_before} training prompts fit --max_prompt_length "
                          f"{args.max_prompt_length}; need at least --prompts_per_step {args.prompts_per_step}")
     if args.gradient_checkpointing:
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
@@ -748,7 +752,7 @@ def main(args: Args):
     if ckpts:
         state = torch.load(os.path.join(ckpts[-1], "trainer_state.pt"), weights_only=False)
         if state["world_size"] != world:
-            raise ValueError(f"{ckpts[-1]} was written by {state['world_size']} processes; resume with as many")
+            raise ArgumentError(f"{ckpts[-1]} was written by {state['world_size']} processes; resume with as many")
         optimizer.load_state_dict(state["optimizer"])
         set_rng_state(state["rng"][rank])
         start = state["step"]
@@ -864,4 +868,7 @@ def parse_args(argv=None) -> Args:
 
 
 if __name__ == "__main__":
-    main(parse_args())
+    try:
+        main(parse_args())
+    except ArgumentError as e:
+        sys.exit(f"delta.py: error: {e}")

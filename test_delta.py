@@ -1,0 +1,492 @@
+"""Tests of delta.py: every formula against an independent computation, then the trainer end to end."""
+import json
+import math
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+import torch
+import torch.multiprocessing as mp
+
+import delta
+from delta import Args, delta_coefficients, group_advantages, policy_loss, token_features
+
+ROOT = os.path.dirname(os.path.abspath(__file__))
+torch.set_num_threads(1)
+
+
+@pytest.fixture(scope="session")
+def tiny(tmp_path_factory):
+    """The tiny Qwen3 + character tokenizer, saved and loaded through from_pretrained like a user's model."""
+    path = str(tmp_path_factory.mktemp("tiny"))
+    delta.build_tiny(path, seed=0)
+    return path
+
+
+# ------------------------------------------------------------------------------------- Eq. A
+def test_group_advantages_against_formula():
+    rewards = torch.tensor([1.0, 0.0, 0.0, 1.0, 1.0, 1.0, 0.5, 0.0])
+    adv = group_advantages(rewards, 4)
+    for g in range(2):
+        r = rewards[4 * g:4 * g + 4].tolist()
+        mean = sum(r) / 4
+        std = math.sqrt(sum((x - mean) ** 2 for x in r) / 3)  # Bessel-corrected, as verl
+        for j in range(4):
+            assert adv[4 * g + j].item() == pytest.approx((r[j] - mean) / (std + 1e-6), abs=1e-6)
+    dr = group_advantages(rewards, 4, scale="none")
+    assert torch.allclose(dr, rewards - rewards.view(2, 4).mean(1).repeat_interleave(4))
+    assert torch.all(group_advantages(torch.ones(4), 4) == 0)  # one reward value -> no signal
+
+
+def test_overlong_penalty_is_dapos_soft_punishment():
+    lengths = torch.tensor([10, 16, 17, 20, 24])
+    pen = delta.overlong_penalty(lengths, max_len=24, buffer=8, factor=1.0)
+    assert pen.tolist() == pytest.approx([0.0, 0.0, -1 / 8, -4 / 8, -1.0])
+
+
+# ------------------------------------------------------------------------------------- Eq. D
+@pytest.mark.parametrize("temperature", [1.0, 0.7])
+def test_token_features_equal_autograd_gradient_of_lm_head_row(tiny, temperature):
+    model, tok = delta.load_model(tiny, torch.device("cpu"))
+    batch = delta.pack(tok, ["Question: 1+2=?", "Q: 35+41=?"], ["So 3.", "It is \\boxed{76}"], "cpu")
+    R = batch["response_mask"].shape[1]
+    logp, extra = delta.response_logprobs(model, batch["input_ids"], batch["attention_mask"], R, temperature,
+                                          capture_hidden=True)
+    v = token_features(extra["hidden"], logp.detach())  # [2, R, H]
+    head = model.get_output_embeddings().weight
+    targets = batch["input_ids"][:, -R:]
+    checked = 0
+    for i in range(2):
+        for t in range(R):
+            if not batch["response_mask"][i, t]:
+                continue
+            (grad,) = torch.autograd.grad(logp[i, t], head, retain_graph=True)
+            row = grad[targets[i, t]]  # d log pi(o_t) / d W[o_t]
+            # exact gradient at temperature T is (1 - p) h / T; Eq. D drops the constant 1/T
+            assert torch.allclose(row * temperature, v[i, t], atol=1e-5, rtol=1e-4)
+            checked += 1
+    assert checked == int(batch["response_mask"].sum())
+
+
+# ------------------------------------------------------------------------------------- Sec. 3.2
+def reference_coefficients(v, adv, mask, K, lam_min, lam_max, eps=1e-8):
+    """A plain per-token loop written from Sec. 3.2 and the official code's semantics, in float64."""
+    v = v.double()
+    B, T, _ = v.shape
+    toks = [(i, t) for i in range(B) for t in range(T) if mask[i, t]]
+    side = {(i, t): (1 if adv[i] > 0 else -1 if adv[i] < 0 else 0) for i, t in toks}
+    plus = [x for x in toks if side[x] == 1]
+    minus = [x for x in toks if side[x] == -1]
+    if not plus or not minus:
+        return mask.double()
+
+    def centroid(group, alpha):
+        num = sum(alpha[x] * abs(float(adv[x[0]])) * v[x] for x in group)
+        den = sum(alpha[x] * abs(float(adv[x[0]])) for x in group)
+        return num / den
+
+    def margin(x, mu_p, mu_n):
+        d_p, d_n = float(((v[x] - mu_p) ** 2).sum()), float(((v[x] - mu_n) ** 2).sum())
+        return d_n - d_p if side[x] == 1 else d_p - d_n  # opposite-side distance minus own-side distance
+
+    def pop_std(vals):
+        m = sum(vals) / len(vals)
+        return max(math.sqrt(sum((a - m) ** 2 for a in vals) / len(vals)), eps)
+
+    sig = lambda z: 1 / (1 + math.exp(-z))
+    alpha = {x: 1.0 for x in toks}
+    mu_p, mu_n = centroid(plus, alpha), centroid(minus, alpha)
+    g = {x: margin(x, mu_p, mu_n) for x in plus + minus}
+    gamma = {1: pop_std([g[x] for x in plus]), -1: pop_std([g[x] for x in minus])}
+    for _ in range(K):
+        # the std comes from the margins this iteration uses, before the centroid update
+        gamma = {1: pop_std([g[x] for x in plus]), -1: pop_std([g[x] for x in minus])}
+        alpha = {x: sig(g[x] / gamma[side[x]]) for x in plus + minus}
+        mu_p, mu_n = centroid(plus, alpha), centroid(minus, alpha)
+        g = {x: margin(x, mu_p, mu_n) for x in plus + minus}
+    lam = torch.zeros(B, T, dtype=torch.float64)
+    for x in toks:
+        lam[x] = lam_min if side[x] == 0 else lam_min + (lam_max - lam_min) * sig(g[x] / gamma[side[x]])
+    total = sum(float(lam[x]) for x in toks)
+    return lam * len(toks) / total
+
+
+def random_batch(seed, B=6, T=7, H=5, dtype=torch.float32):
+    gen = torch.Generator().manual_seed(seed)
+    v = torch.randn(B, T, H, generator=gen).to(dtype)
+    adv = torch.tensor([1.2, -0.7, 0.0, 0.4, -1.5, 0.9])[:B]
+    mask = torch.rand(B, T, generator=gen) > 0.3  # holes anywhere, not only a padded tail
+    mask[:, 0] = True
+    return v, adv, mask
+
+
+@pytest.mark.parametrize("K", [0, 1, 2, 3])
+@pytest.mark.parametrize("band", [(0.8, 1.2), (0.5, 2.0), (1.0, 1.0), (0.0, 1.0)])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_delta_coefficients_match_plain_loop(K, band, dtype):
+    v, adv, mask = random_batch(K * 10 + int(band[1] * 10), dtype=dtype)
+    lam = delta_coefficients(v, adv, mask, K=K, lam_min=band[0], lam_max=band[1])
+    ref = reference_coefficients(v, adv, mask, K, *band)
+    assert lam.dtype == torch.float32
+    assert torch.allclose(lam.double(), ref, rtol=1e-4, atol=1e-5)
+    assert torch.all(lam[~mask] == 0)
+    assert lam[mask].mean().item() == pytest.approx(1.0, abs=1e-5)
+
+
+def test_delta_coefficients_zero_advantage_tokens_get_lam_min_before_normalisation():
+    v, adv, mask = random_batch(3)
+    lam = delta_coefficients(v, adv, mask, lam_min=0.8, lam_max=1.2)
+    zero = mask & (adv == 0)[:, None]
+    scale = lam[zero][0] / 0.8  # the self-normalisation factor
+    assert torch.allclose(lam[zero], torch.full_like(lam[zero], 0.8 * scale))
+    assert torch.all(lam[mask & (adv != 0)[:, None]] > 0.8 * scale)
+
+
+@pytest.mark.parametrize("missing", ["plus", "minus"])
+def test_delta_coefficients_one_sided_batch_is_plain_dapo(missing):
+    v, adv, mask = random_batch(5)
+    adv = adv.clamp(max=0) if missing == "plus" else adv.clamp(min=0)
+    lam = delta_coefficients(v, adv, mask)
+    assert torch.equal(lam, mask.float())
+
+
+def test_delta_coefficients_stats_report_gamma_and_discriminator_accuracy():
+    v, adv, mask = random_batch(7)
+    stats = {}
+    delta_coefficients(v, adv, mask, K=0, stats=stats)
+    vv = v.double()  # recompute disc_acc by hand: share of side tokens with sign(A)(v.W + b) > 0
+    sides = [(i, t) for i in range(6) for t in range(7) if mask[i, t] and adv[i] != 0]
+
+    def mean(group):
+        w = torch.tensor([abs(float(adv[i])) for i, t in group], dtype=torch.float64)
+        return sum(wi * vv[i, t] for wi, (i, t) in zip(w, group)) / w.sum()
+
+    mu_p = mean([x for x in sides if adv[x[0]] > 0])
+    mu_n = mean([x for x in sides if adv[x[0]] < 0])
+    W, b = mu_p - mu_n, -(mu_p.square().sum() - mu_n.square().sum()) / 2
+    right = sum(float(torch.sign(adv[i])) * float(vv[i, t] @ W + b) > 0 for i, t in sides)
+    assert stats["disc_acc"] == pytest.approx(right / len(sides))
+    assert stats["gamma_pos"] > 0 and stats["gamma_neg"] > 0
+
+
+def test_shared_tokens_get_lower_lambda_than_side_specific_tokens():
+    """Sec. 2: features common to both sides (formatting) are shrunk, side-specific ones amplified."""
+    gen = torch.Generator().manual_seed(0)
+    B, T, H = 8, 10, 6
+    shared = torch.tensor([3.0, 3.0, 0, 0, 0, 0])
+    good, bad = torch.tensor([0, 0, 2.0, 0, 0, 0]), torch.tensor([0, 0, 0, 2.0, 0, 0])
+    adv = torch.tensor([1.0, 1.0, 1.0, 1.0, -1.0, -1.0, -1.0, -1.0])
+    v = torch.empty(B, T, H)
+    for i in range(B):
+        for t in range(T):
+            base = shared if t < 6 else (good if adv[i] > 0 else bad)  # 6 boilerplate tokens, 4 deciding ones
+            v[i, t] = base + 0.1 * torch.randn(H, generator=gen)
+    lam = delta_coefficients(v, adv, torch.ones(B, T, dtype=torch.bool))
+    for rows in (slice(0, 4), slice(4, 8)):
+        assert lam[rows, 6:].min() > lam[rows, :6].max()
+
+
+# ------------------------------------------------------------------------------------- Eq. B / E
+def dapo_reference(logp, old_logp, adv, mask, lam, eps_low, eps_high, c):
+    """Eq. B with verl's dual clip, one token at a time."""
+    total, n = 0.0, int(mask.sum())
+    for i in range(logp.shape[0]):
+        for t in range(logp.shape[1]):
+            if not mask[i, t]:
+                continue
+            A = float(adv[i]) * float(lam[i, t])
+            r = math.exp(float(logp[i, t] - old_logp[i, t]))
+            obj = min(r * A, min(max(r, 1 - eps_low), 1 + eps_high) * A)
+            if A < 0:
+                obj = max(obj, c * A)  # dual clip: the loss -obj is at most -A c
+            total += -obj
+    return total / n
+
+
+def loss_inputs(seed=0, B=6, T=9):
+    gen = torch.Generator().manual_seed(seed)
+    old = -torch.rand(B, T, generator=gen) * 3
+    logp = (old + torch.randn(B, T, generator=gen) * 0.5).requires_grad_()  # ratios well outside the clip range
+    adv = torch.randn(B, generator=gen)
+    mask = torch.rand(B, T, generator=gen) > 0.2
+    lam = 0.8 + 0.4 * torch.rand(B, T, generator=gen)
+    return logp, old, adv, mask, lam
+
+
+def test_policy_loss_equals_clipped_surrogate_loop():
+    logp, old, adv, mask, lam = loss_inputs()
+    for weights in (None, lam):
+        loss, _ = policy_loss(logp, old, adv, mask, weights, 0.2, 0.28, 3.0)
+        ref = dapo_reference(logp.detach(), old, adv, mask, torch.ones_like(lam) if weights is None else weights,
+                             0.2, 0.28, 3.0)
+        assert loss.item() == pytest.approx(ref, rel=1e-5)
+
+
+def test_policy_loss_with_unit_lambda_is_dapo():
+    logp, old, adv, mask, _ = loss_inputs(1)
+    a, ma = policy_loss(logp, old, adv, mask)
+    b, mb = policy_loss(logp, old, adv, mask, lam=torch.ones_like(old))
+    assert torch.equal(a, b) and all(torch.equal(ma[k], mb[k]) for k in ma)
+
+
+def test_policy_loss_gradient_independent_of_micro_batch_split():
+    logp, old, adv, mask, lam = loss_inputs(2, B=8)
+    n = mask.sum()
+    whole, _ = policy_loss(logp, old, adv, mask, lam)
+    (g_whole,) = torch.autograd.grad(whole, logp)
+    g_split = torch.zeros_like(logp)
+    for s in range(0, 8, 3):  # uneven micro-batches, each normalised by the whole count
+        part, _ = policy_loss(logp[s:s + 3], old[s:s + 3], adv[s:s + 3], mask[s:s + 3], lam[s:s + 3], num_tokens=n)
+        g_split += torch.autograd.grad(part, logp)[0]
+    assert torch.allclose(g_whole, g_split, atol=1e-7)
+
+
+def test_policy_loss_at_old_policy_gradient_is_lambda_weighted_policy_gradient():
+    """Near theta_old, each token contributes -lam A grad log pi / N (Sec. 3.3)."""
+    _, old, adv, mask, lam = loss_inputs(3)
+    logp = old.clone().requires_grad_()
+    loss, met = policy_loss(logp, old, adv, mask, lam)
+    (g,) = torch.autograd.grad(loss, logp)
+    assert torch.allclose(g, -(adv[:, None] * lam * mask) / mask.sum(), atol=1e-7)
+    assert met["clipfrac"] == 0 and met["approx_kl"] == 0
+
+
+# ------------------------------------------------------------------------------------- rollout
+def test_scoring_logprobs_match_generate_logits_with_left_padding(tiny):
+    """The training/scoring forward reproduces the sampler's distribution: same positions, logits / T."""
+    from transformers import GenerationConfig
+
+    model, tok = delta.load_model(tiny, torch.device("cpu"))
+    torch.manual_seed(0)
+    prompts = ["Q: 1+1=?", "Question: 47+38=?\nAnswer: ", "x"]  # different lengths -> left padding
+    enc = tok(prompts, return_tensors="pt", padding=True, add_special_tokens=False)
+    T = 0.7
+    out = model.generate(**enc, generation_config=GenerationConfig(
+        do_sample=True, temperature=T, top_k=0, top_p=1.0, max_new_tokens=12, eos_token_id=[0], pad_token_id=0),
+        output_logits=True, return_dict_in_generate=True)
+    P = enc.input_ids.shape[1]
+    resp = out.sequences[:, P:]
+    R = resp.shape[1]
+    is_eos = resp == 0
+    rmask = (is_eos.cumsum(1) - is_eos.long()) == 0
+    ref = torch.stack(out.logits, 1).float().div(T).log_softmax(-1).gather(-1, resp[..., None]).squeeze(-1)
+    am = torch.cat([enc.attention_mask.bool(), rmask], 1)
+    logp, _ = delta.response_logprobs(model, out.sequences, am, R, T)
+    assert torch.allclose(logp[rmask], ref[rmask], atol=1e-4)
+
+
+def test_response_mask_stops_at_first_eos_even_though_pad_is_eos(tiny):
+    model, tok = delta.load_model(tiny, torch.device("cpu"))
+    assert tok.pad_token_id == tok.eos_token_id
+    torch.manual_seed(1)
+    batch = delta.generate(model, tok, ["Q: 1+1=?"] * 16, max_new_tokens=20, temperature=1.0)
+    resp = batch["input_ids"][:, batch["prompt_len"]:]
+    for ids, m, trunc in zip(resp, batch["response_mask"], batch["truncated"]):
+        n = int(m.sum())
+        assert torch.all(m[:n]) and not torch.any(m[n:])  # a prefix
+        eos = (ids == tok.eos_token_id).nonzero().flatten().tolist()
+        if eos:
+            assert n == eos[0] + 1 and not trunc
+        else:
+            assert n == ids.shape[0] and trunc
+
+
+# ------------------------------------------------------------------------------------- training step
+def fixed_rollout(tiny, n_prompts=4, G=4, seed=0):
+    model, tok = delta.load_model(tiny, torch.device("cpu"))
+    gen = torch.Generator().manual_seed(seed)
+    rows = delta.addition_task(0, 8)[0][:n_prompts]
+    prompts, responses, correct = [], [], []
+    for r in rows:
+        for j in range(G):
+            ok = bool(torch.rand(1, generator=gen) < 0.5)
+            ans = r["answer"] if ok else str(int(r["answer"]) + 1 + j)
+            prompts.append(delta.format_prompt(tok, r["question"]))
+            responses.append("Let us add" + " the two numbers" * (j % 3) + f". \\boxed{{{ans}}}")
+            correct.append(float(ok))
+    batch = delta.pack(tok, prompts, responses, "cpu")
+    adv = group_advantages(torch.tensor(correct), G)
+    args = Args(prompts_per_step=n_prompts, group_size=G, mini_batch_prompts=2, micro_batch_size=8, lr=1e-2)
+    batch["old_logp"], _, v = delta.score(model, batch, args, features=True)
+    return model, tok, batch, adv, v, args
+
+
+def test_algo_dapo_and_delta_differ_only_through_lambda(tiny):
+    states = []
+    for algo in ("dapo", "delta"):
+        model, _, batch, adv, v, args = fixed_rollout(tiny)
+        args.algo = algo
+        lam = torch.ones_like(batch["old_logp"]) if algo == "delta" else None
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        delta.train_on_rollout(model, opt, batch, adv, lam, args, world_size=1)
+        states.append(model.state_dict())
+    assert all(torch.equal(states[0][k], states[1][k]) for k in states[0])
+    # and a real lam changes the update
+    model, _, batch, adv, v, args = fixed_rollout(tiny)
+    lam = delta_coefficients(v, adv, batch["response_mask"])
+    delta.train_on_rollout(model, torch.optim.SGD(model.parameters(), lr=0.1), batch, adv, lam, args, 1)
+    assert any(not torch.equal(states[0][k], model.state_dict()[k]) for k in states[0])
+
+
+def test_training_step_independent_of_micro_batch_size(tiny):
+    finals = []
+    for micro in (8, 2):
+        model, _, batch, adv, v, args = fixed_rollout(tiny)
+        args.micro_batch_size = micro
+        lam = delta_coefficients(v, adv, batch["response_mask"])
+        delta.train_on_rollout(model, torch.optim.SGD(model.parameters(), lr=0.1), batch, adv, lam, args, 1)
+        finals.append(model.state_dict())
+    for k in finals[0]:
+        assert torch.allclose(finals[0][k], finals[1][k], atol=1e-6), k
+
+
+def uneven_batch():
+    v, adv, mask = random_batch(11)
+    mask[0:2, 5:] = False  # rank 0's responses are shorter: it holds them padded to 5 tokens only
+    return v, adv, mask
+
+
+def _dist_worker(rank, world, tmp, tiny):
+    import torch.distributed as dist
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", init_method=f"file://{tmp}/rendezvous", rank=rank, world_size=world)
+    try:
+        # coefficients: each rank holds a slice of the batch, padded to its own length
+        v, adv, mask = uneven_batch()
+        rows = slice(0, 2) if rank == 0 else slice(2, 6)
+        T = 5 if rank == 0 else 7
+        lam = delta_coefficients(v[rows, :T], adv[rows], mask[rows, :T], K=2, stats=(stats := {}))
+        torch.save({"lam": lam, "stats": stats}, f"{tmp}/lam{rank}.pt")
+        # a whole training step under DDP: each rank holds its share of every mini-batch
+        model, tok, batch, adv, v, args = fixed_rollout(tiny)
+        per = args.mini_batch_prompts * args.group_size  # responses of one mini-batch
+        idx = torch.cat([torch.arange(m + rank * per // world, m + (rank + 1) * per // world)
+                         for m in range(0, adv.shape[0], per)])
+        part = {k: (x[idx] if torch.is_tensor(x) else x) for k, x in batch.items()}
+        lam = delta_coefficients(v[idx], adv[idx], part["response_mask"])
+        ddp = torch.nn.parallel.DistributedDataParallel(model)
+        args.micro_batch_size = 2
+        delta.train_on_rollout(ddp, torch.optim.SGD(model.parameters(), lr=0.1), part, adv[idx], lam, args, world)
+        if rank == 0:
+            torch.save(model.state_dict(), f"{tmp}/model.pt")
+        del ddp, model
+    finally:
+        dist.destroy_process_group()
+
+
+def test_two_processes_match_one_process(tiny, tmp_path):
+    mp.spawn(_dist_worker, args=(2, str(tmp_path), tiny), nprocs=2, join=True)
+    # coefficients: the two slices together equal the one-process result on the whole batch
+    v, adv, mask = uneven_batch()
+    stats = {}
+    whole = delta_coefficients(v, adv, mask, K=2, stats=stats)
+    got0, got1 = torch.load(f"{tmp_path}/lam0.pt"), torch.load(f"{tmp_path}/lam1.pt")
+    assert torch.allclose(got0["lam"], whole[0:2, :5], atol=1e-6)
+    assert torch.allclose(got1["lam"], whole[2:6, :7], atol=1e-6)
+    assert got0["stats"] == pytest.approx(stats) and got1["stats"] == pytest.approx(stats)
+    # the training step: 2 DDP ranks = 1 process
+    model, _, batch, adv, v, args = fixed_rollout(tiny)
+    lam = delta_coefficients(v, adv, batch["response_mask"])
+    delta.train_on_rollout(model, torch.optim.SGD(model.parameters(), lr=0.1), batch, adv, lam, args, 1)
+    two = torch.load(f"{tmp_path}/model.pt")
+    for k, x in model.state_dict().items():
+        assert torch.allclose(x, two[k], atol=1e-6), k
+
+
+# ------------------------------------------------------------------------------------- arguments
+@pytest.mark.parametrize("change,message", [
+    (dict(group_size=1), "--group_size"),
+    (dict(algo="ppo"), "--algo"),
+    (dict(prompts_per_step=30, mini_batch_prompts=16), "multiple of --mini_batch_prompts"),
+    (dict(micro_batch_size=48), "--micro_batch_size"),
+    (dict(lam_min=1.3, lam_max=1.2), "lam_min <= lam_max"),
+    (dict(lam_min=-0.1), "lam_min"),
+    (dict(K=-1), "--K"),
+    (dict(max_new_tokens=0), "--max_new_tokens"),
+    (dict(max_prompt_length=0), "--max_prompt_length"),
+    (dict(overlong_buffer=64), "--overlong_buffer"),
+    (dict(dataset="/no/such/file.jsonl"), "no such file"),
+    (dict(resume=True), "--resume"),
+])
+def test_invalid_arguments_fail_with_their_message(change, message):
+    with pytest.raises(ValueError, match=message.replace("-", r"\-").replace("<", "<")):
+        delta.validate_args(Args(**change))
+
+
+def test_divisibility_by_world_size_is_checked():
+    with pytest.raises(ValueError, match="divisible by the 3 processes"):
+        delta.validate_args(Args(), world_size=3)
+
+
+def test_config_file_and_command_line_parse_to_the_same_args(tmp_path):
+    cfg = tmp_path / "run.yaml"
+    cfg.write_text("algo: dapo\nK: 2\nlr: 0.001\n")
+    assert delta.parse_args([str(cfg)]) == delta.parse_args(["--algo", "dapo", "--K", "2", "--lr", "0.001"])
+
+
+# ------------------------------------------------------------------------------------- end to end
+FAST = ["--prompts_per_step", "8", "--group_size", "4", "--mini_batch_prompts", "4", "--micro_batch_size", "8",
+        "--eval_size", "16", "--sft_max_steps", "20", "--max_new_tokens", "48", "--progress", "false"]
+
+
+def run_delta(*argv, env_extra=None, torchrun=False):
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONWARNINGS="ignore")
+    env.update(env_extra or {})
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--standalone"] if torchrun else [sys.executable]
+    return subprocess.run(cmd + ["delta.py", *argv], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+
+
+def read_metrics(path):
+    return [json.loads(line) for line in open(os.path.join(path, "metrics.jsonl"))]
+
+
+def test_end_to_end_runs_changes_weights_and_resumes_exactly(tmp_path):
+    from safetensors.torch import load_file
+
+    a = str(tmp_path / "a")
+    p = run_delta("--output_dir", a, "--max_steps", "4", "--save_every", "2", "--eval_every", "2", *FAST)
+    assert p.returncode == 0, p.stderr[-3000:]
+    rows = read_metrics(a)
+    steps = [r for r in rows if "reward/mean" in r]
+    assert [r["step"] for r in steps] == [1, 2, 3, 4]
+    for key in ("reward/mean", "reward/acc", "response/length", "response/truncated", "groups/zero_std",
+                "delta/lam_mean", "delta/lam_std", "delta/lam_min", "delta/lam_max", "delta/gamma_pos",
+                "delta/gamma_neg", "delta/disc_acc", "loss/policy", "loss/clipfrac", "loss/approx_kl",
+                "grad_norm", "entropy", "time/generate", "time/score", "time/train"):
+        assert all(key in r for r in steps), key
+    assert any("eval/accuracy" in r for r in rows if r["step"] == 0) and "eval/accuracy" in steps[-1]
+    init = load_file(os.path.join(a, "tiny-init", "model.safetensors"))
+    final = load_file(os.path.join(a, "final", "model.safetensors"))
+    assert any(not torch.equal(init[k], final[k]) for k in init)
+    assert sorted(os.listdir(a)) == ["args.json", "checkpoint-2", "checkpoint-4", "final", "metrics.jsonl", "tiny-init"]
+
+    # resume from step 2 in a copy: steps 3 and 4 must be identical to the uninterrupted run
+    b = str(tmp_path / "b")
+    os.makedirs(b)
+    shutil.copytree(os.path.join(a, "checkpoint-2"), os.path.join(b, "checkpoint-2"))
+    with open(os.path.join(b, "metrics.jsonl"), "w") as f:
+        f.writelines(json.dumps(r) + "\n" for r in rows)  # includes rows past the checkpoint: dropped on resume
+    p = run_delta("--output_dir", b, "--resume", "--max_steps", "4", "--save_every", "2", "--eval_every", "2", *FAST)
+    assert p.returncode == 0, p.stderr[-3000:]
+    resumed = read_metrics(b)
+    strip = lambda r: {k: x for k, x in r.items() if not k.startswith("time/")}
+    assert [strip(r) for r in resumed] == [strip(r) for r in rows]
+    final_b = load_file(os.path.join(b, "final", "model.safetensors"))
+    assert all(torch.equal(final[k], final_b[k]) for k in final)
+
+
+def test_command_line_rejects_bad_arguments_before_work(tmp_path):
+    p = run_delta("--output_dir", str(tmp_path / "x"), "--group_size", "1")
+    assert p.returncode != 0 and "--group_size 1" in p.stderr
+    assert not os.path.exists(tmp_path / "x")
+
+
+def test_torchrun_two_processes_end_to_end(tmp_path):
+    out = str(tmp_path / "ddp")
+    p = run_delta("--output_dir", out, "--max_steps", "2", "--eval_every", "0", *FAST, torchrun=True)
+    assert p.returncode == 0, p.stderr[-3000:]
+    steps = [r for r in read_metrics(out) if "reward/mean" in r]
+    assert [r["step"] for r in steps] == [1, 2] and 0 < steps[-1]["delta/lam_mean"] < 2
+    assert os.path.exists(os.path.join(out, "final", "model.safetensors"))
