@@ -54,6 +54,7 @@ class Args:
     answer_key: str = field(default="final_answer", metadata={"help": "column holding the reference answer"})
     eval_dataset: str = field(default="", metadata={"help": "held-out set (same columns); empty: hold out eval_size training rows"})
     eval_size: int = field(default=256, metadata={"help": "held-out problems evaluated with greedy decoding"})
+    instruction: str = field(default="auto", metadata={"help": "appended to each question; auto: ask for \\boxed{}, nothing on the synthetic task"})
     max_prompt_length: int = field(default=64, metadata={"help": "longer prompts are dropped at load time (paper: 2048)"})
     max_new_tokens: int = field(default=64, metadata={"help": "response length limit (paper: 20480)"})
     # --- rollout -----------------------------------------------------------------------
@@ -70,7 +71,7 @@ class Args:
     mini_batch_prompts: int = field(default=16, metadata={"help": "prompts per optimizer step, all ranks (paper: 32 -> 4 steps)"})
     micro_batch_size: int = field(default=64, metadata={"help": "responses per forward/backward on one rank"})
     epochs: int = field(default=2, metadata={"help": "passes over the training prompts (paper: 2)"})
-    max_steps: int = field(default=150, metadata={"help": "rollout steps; 0 = run all epochs"})
+    max_steps: int = field(default=200, metadata={"help": "rollout steps; 0 = run all epochs"})
     gradient_checkpointing: bool = field(default=False, metadata={"help": "non-reentrant activation checkpointing"})
     bf16: bool = field(default=True, metadata={"help": "bf16 autocast on GPU (ignored on CPU)"})
     # --- surrogate (Eq. B) -------------------------------------------------------------
@@ -84,7 +85,7 @@ class Args:
     lam_min: float = field(default=0.8, metadata={"help": "lower end of the coefficient band (paper: 0.8)"})
     lam_max: float = field(default=1.2, metadata={"help": "upper end of the coefficient band (paper: 1.2)"})
     # --- warm start of the tiny default (no effect with --model) -----------------------
-    sft_target_acc: float = field(default=0.15, metadata={"help": "stop the supervised warm start at this held-out accuracy"})
+    sft_target_acc: float = field(default=0.12, metadata={"help": "stop the warm start at this held-out accuracy of samples"})
     sft_max_steps: int = field(default=1500, metadata={"help": "upper bound on warm-start steps"})
     sft_lr: float = field(default=1e-3, metadata={"help": "warm-start learning rate"})
     sft_batch_size: int = field(default=64, metadata={"help": "warm-start examples per step, all ranks"})
@@ -317,6 +318,8 @@ def build_tiny(path, seed=0):
     core.decoder = decoders.Fuse()
     tok = PreTrainedTokenizerFast(tokenizer_object=core, eos_token="<|endoftext|>", pad_token="<|endoftext|>",
                                   unk_token="<unk>", padding_side="left")  # pad = eos, as in Qwen
+    tok.chat_template = ("{% for m in messages %}{{ 'Q: ' + m['content'] + '\\n' }}{% endfor %}"
+                         "{% if add_generation_prompt %}A: {% endif %}")  # short prompts keep the default fast
     cfg = Qwen3Config(vocab_size=len(vocab), hidden_size=128, num_hidden_layers=2, intermediate_size=512,
                       num_attention_heads=4, num_key_value_heads=2, head_dim=32, max_position_embeddings=256,
                       eos_token_id=0, pad_token_id=0, bos_token_id=None, tie_word_embeddings=False)
@@ -354,12 +357,12 @@ def load_rows(source, split, prompt_key, answer_key):
     return [{"question": str(r[prompt_key]), "answer": r[answer_key]} for r in ds]
 
 
-def format_prompt(tok, question):
-    """Chat template when the tokenizer has one, a plain template otherwise; asks for a \\boxed{} answer."""
+def format_prompt(tok, question, instruction=PROMPT_INSTRUCTION):
+    """Chat template when the tokenizer has one, a plain template otherwise; the instruction asks for \\boxed{}."""
+    content = f"{question}\n{instruction}" if instruction else question
     if getattr(tok, "chat_template", None):
-        return tok.apply_chat_template([{"role": "user", "content": f"{question}\n{PROMPT_INSTRUCTION}"}],
-                                       tokenize=False, add_generation_prompt=True)
-    return f"Question: {question}\n{PROMPT_INSTRUCTION}\nAnswer: "
+        return tok.apply_chat_template([{"role": "user", "content": content}], tokenize=False, add_generation_prompt=True)
+    return f"Question: {content}\nAnswer: "
 
 
 def load_model(name_or_path, device):
@@ -584,36 +587,29 @@ def pack(tok, prompts, responses, device):
             "response_mask": response_mask.to(device), "prompt_len": enc.input_ids.shape[1]}
 
 
-def evaluate_accuracy(model, tok, rows, args, rank, world):
-    """Held-out accuracy with greedy decoding; problems sharded over ranks, counts summed."""
-    import rewards
+def evaluate_accuracy(model, tok, rows, args, temperature=0.0):
+    """Held-out accuracy (avg@1), greedy by default, through eval.py's functions; sharded over ranks."""
+    import eval as evaluation
 
-    mine = rows[rank::world]
-    device = next(model.parameters()).device
-    correct = torch.zeros(2, dtype=torch.float64, device=device)
-    if mine:
-        batch = generate(model, tok, [format_prompt(tok, r["question"]) for r in mine], args.max_new_tokens, 0.0,
-                         batch_size=args.gen_batch_size, bf16=args.bf16)
-        verdicts = rewards.score_batch(decode_responses(tok, batch), [r["answer"] for r in mine])
-        correct += torch.tensor([sum(verdicts), len(mine)], dtype=torch.float64, device=device)
-    if world > 1:
-        dist.all_reduce(correct)
-    return (correct[0] / correct[1]).item()
+    records = evaluation.sample_benchmark(model, tok, rows, "math", 1, args.max_new_tokens, temperature, args.top_p,
+                                          args.top_k, args.gen_batch_size, args.instruction, args.bf16)
+    return evaluation.summarize(records, 1)["avg@1"]
 
 
 def warm_start(ddp_model, tok, train_rows, eval_rows, args, rank, world, log):
-    """Supervised warm start of the tiny default until greedy held-out accuracy reaches sft_target_acc,
-    so that RL starts with some correct samples in most groups (../shared/notes)."""
+    """Supervised warm start of the tiny default until the accuracy of samples at the rollout temperature
+    reaches sft_target_acc, so that RL starts with correct samples in many groups (../shared/notes)."""
     model = ddp_model.module if world > 1 else ddp_model
     device = next(model.parameters()).device
     opt = torch.optim.AdamW(model.parameters(), lr=args.sft_lr, weight_decay=0.0)
     gen = torch.Generator().manual_seed(args.seed + 1)
     per_rank = args.sft_batch_size // world
-    acc, step = evaluate_accuracy(model, tok, eval_rows, args, rank, world), 0
+    sampled = lambda: evaluate_accuracy(model, tok, eval_rows, args, args.temperature)
+    acc, step = sampled(), 0
     while acc < args.sft_target_acc and step < args.sft_max_steps:
         idx = torch.randint(len(train_rows), (args.sft_batch_size,), generator=gen)[rank * per_rank:(rank + 1) * per_rank]
         rows = [train_rows[i] for i in idx.tolist()]
-        batch = pack(tok, [format_prompt(tok, r["question"]) for r in rows], [r["solution"] for r in rows], device)
+        batch = pack(tok, [format_prompt(tok, r["question"], args.instruction) for r in rows], [r["solution"] for r in rows], device)
         R = batch["response_mask"].shape[1]
         logp, _ = response_logprobs(ddp_model, batch["input_ids"], batch["attention_mask"], R, 1.0)
         loss = -(logp * batch["response_mask"]).sum() / batch["response_mask"].sum()
@@ -622,8 +618,8 @@ def warm_start(ddp_model, tok, train_rows, eval_rows, args, rank, world, log):
         opt.zero_grad(set_to_none=True)
         step += 1
         if step % 10 == 0:
-            acc = evaluate_accuracy(model, tok, eval_rows, args, rank, world)
-    log({"step": 0, "sft/steps": step, "sft/eval_accuracy": acc})
+            acc = sampled()
+    log({"step": 0, "sft/steps": step, "sft/sample_accuracy": acc})
     del opt
 
 
@@ -702,6 +698,8 @@ def main(args: Args):
         raise
     args.run_name = args.run_name or f"{args.algo}-{os.path.basename(args.model.rstrip('/')) or 'tiny'}-s{args.seed}"
     args.output_dir = args.output_dir or os.path.join("runs", args.run_name)
+    if args.instruction == "auto":
+        args.instruction = PROMPT_INSTRUCTION if args.dataset else ""
     os.makedirs(args.output_dir, exist_ok=True)
     metrics_path = os.path.join(args.output_dir, "metrics.jsonl")
 
@@ -728,7 +726,7 @@ def main(args: Args):
             dist.barrier()
     model, tok = load_model(source, device)
     n_before = len(train_rows)
-    too_long = lambda r: len(tok(format_prompt(tok, r["question"]), add_special_tokens=False).input_ids) > args.max_prompt_length
+    too_long = lambda r: len(tok(format_prompt(tok, r["question"], args.instruction), add_special_tokens=False).input_ids) > args.max_prompt_length
     train_rows = [r for r in train_rows if not too_long(r)]
     eval_rows = [r for r in eval_rows if not too_long(r)]
     if len(train_rows) < args.prompts_per_step:
@@ -769,7 +767,7 @@ def main(args: Args):
                 json.dump(dataclasses.asdict(args), f, indent=1)
         if not args.model:
             warm_start(ddp_model, tok, train_rows, eval_rows, args, rank, world, log)
-        log({"step": 0, "eval/accuracy": evaluate_accuracy(model, tok, eval_rows, args, rank, world)})
+        log({"step": 0, "eval/accuracy": evaluate_accuracy(model, tok, eval_rows, args)})
 
     stop = {"flag": False}
     for sig in (signal.SIGINT, signal.SIGTERM):  # finish the step, save, exit
@@ -784,7 +782,7 @@ def main(args: Args):
         t0 = time.perf_counter()
         ids, epoch = prompt_indices(step, len(train_rows), args, rank, world)
         rows = [train_rows[i] for i in ids]
-        prompts = [format_prompt(tok, r["question"]) for r in rows for _ in range(args.group_size)]
+        prompts = [format_prompt(tok, r["question"], args.instruction) for r in rows for _ in range(args.group_size)]
         batch = generate(model, tok, prompts, args.max_new_tokens, args.temperature, args.top_p, args.top_k,
                          args.gen_batch_size, args.bf16)
         mask = batch["response_mask"]  # [N, R]
@@ -825,7 +823,7 @@ def main(args: Args):
             m.update({f"delta/{k}": x for k, x in stats.items()})
         m.update(step=step, epoch=epoch)
         if args.eval_every and step % args.eval_every == 0 or step == total_steps:
-            m["eval/accuracy"] = evaluate_accuracy(model, tok, eval_rows, args, rank, world)
+            m["eval/accuracy"] = evaluate_accuracy(model, tok, eval_rows, args)
         log(m)
         if bar is not None:
             bar.update(1)
