@@ -375,6 +375,14 @@ def load_model(name_or_path, device):
     return model, tok
 
 
+def enable_checkpointing(model):
+    """Non-reentrant activation checkpointing, which works under DDP (renamed in recent transformers)."""
+    if hasattr(model, "activation_checkpointing_enable"):
+        model.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": False})
+    else:
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+
+
 def eos_ids(model, tok):
     """Every token id that ends a response (Qwen's generation config lists two)."""
     ids = model.generation_config.eos_token_id
@@ -733,7 +741,7 @@ def main(args: Args):
         raise ArgumentError(f"{len(train_rows)} of {n_before} training prompts fit --max_prompt_length "
                          f"{args.max_prompt_length}; need at least --prompts_per_step {args.prompts_per_step}")
     if args.gradient_checkpointing:
-        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        enable_checkpointing(model)
     ddp_model = model
     if world > 1:
         ddp_model = torch.nn.parallel.DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)

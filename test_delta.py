@@ -348,6 +348,53 @@ def uneven_batch():
     return v, adv, mask
 
 
+def test_non_finite_gradient_skips_the_step(tiny):
+    model, _, batch, adv, v, args = fixed_rollout(tiny)
+    before = {k: x.clone() for k, x in model.state_dict().items()}
+    batch["old_logp"] = torch.full_like(batch["old_logp"], float("nan"))
+    with pytest.warns(UserWarning, match="non-finite gradient norm"):
+        out = delta.train_on_rollout(model, torch.optim.SGD(model.parameters(), lr=0.1), batch, adv, None, args, 1)
+    assert not math.isfinite(out["grad_norm"])
+    assert all(torch.equal(before[k], x) for k, x in model.state_dict().items())
+
+
+def test_gradient_checkpointing_gives_the_same_update(tiny):
+    finals = []
+    for ckpt in (False, True):
+        model, _, batch, adv, v, args = fixed_rollout(tiny)
+        if ckpt:
+            delta.enable_checkpointing(model)
+        model.train()
+        delta.train_on_rollout(model, torch.optim.SGD(model.parameters(), lr=0.1), batch, adv, None, args, 1)
+        finals.append(model.state_dict())
+    assert all(torch.allclose(finals[0][k], finals[1][k], atol=1e-6) for k in finals[0])
+
+
+@pytest.mark.parametrize("algo", ["grpo", "drgrpo"])
+def test_grpo_and_drgrpo_normalisers(tiny, algo):
+    """GRPO: mean over each response, then over responses (symmetric clip); Dr. GRPO: token sum / (responses x max len)."""
+    model, _, batch, adv, v, args = fixed_rollout(tiny)
+    args.algo, args.mini_batch_prompts, args.micro_batch_size = algo, 4, 16  # one mini-batch, one micro-batch
+    mask = batch["response_mask"]
+    R = mask.shape[1]
+    logp, _ = delta.response_logprobs(model, batch["input_ids"], batch["attention_mask"], R, 1.0)
+    if algo == "grpo":
+        per_seq = [-(adv[i] * logp[i][mask[i]].exp() / batch["old_logp"][i][mask[i]].exp()).mean() for i in range(16)]
+        expected = torch.stack(per_seq).mean()
+    else:
+        ratio = (logp - batch["old_logp"]).exp()
+        expected = -(adv[:, None] * ratio * mask).sum() / (16 * args.max_new_tokens)
+    (g_expected,) = torch.autograd.grad(expected, model.get_output_embeddings().weight)
+    opt = torch.optim.SGD(model.parameters(), lr=1.0)
+    w0 = model.get_output_embeddings().weight.detach().clone()
+    out = delta.train_on_rollout(model, opt, batch, adv, None, args, 1)
+    assert out["loss/policy"] == pytest.approx(expected.item(), rel=1e-5, abs=1e-7)
+    norm = g_expected.norm()  # the step is clipped to max_grad_norm over all parameters; compare directions
+    step = w0 - model.get_output_embeddings().weight.detach()
+    cos = (step * g_expected).sum() / (step.norm() * norm)
+    assert cos.item() == pytest.approx(1.0, abs=1e-4)
+
+
 def _dist_worker(rank, world, tmp, tiny):
     import torch.distributed as dist
     torch.set_num_threads(1)
