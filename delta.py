@@ -1,6 +1,6 @@
 """DelTA: Discriminative Token Credit Assignment for RL from verifiable rewards, in one file.
 
-Read it next to the paper (our restatement: shared/paper/DELTA.md; Eq. A-E are named there).
+Read it next to the paper; the README's table names the equations tagged here (Eq. A-E, Sec. 3.2).
 Top to bottom: arguments, then the method in the paper's order (advantages Eq. A, token features
 Eq. D, coefficients Sec. 3.2, surrogate Eq. B/E), then the trainer (rollout, scoring pass,
 training step, main loop). The four core functions -- group_advantages, token_features,

@@ -364,6 +364,7 @@ def test_gradient_checkpointing_gives_the_same_update(tiny):
         model, _, batch, adv, v, args = fixed_rollout(tiny)
         if ckpt:
             delta.enable_checkpointing(model)
+            assert model.is_gradient_checkpointing
         model.train()
         delta.train_on_rollout(model, torch.optim.SGD(model.parameters(), lr=0.1), batch, adv, None, args, 1)
         finals.append(model.state_dict())
@@ -537,3 +538,29 @@ def test_torchrun_two_processes_end_to_end(tmp_path):
     steps = [r for r in read_metrics(out) if "reward/mean" in r]
     assert [r["step"] for r in steps] == [1, 2] and 0 < steps[-1]["delta/lam_mean"] < 2
     assert os.path.exists(os.path.join(out, "final", "model.safetensors"))
+
+
+def test_ctrl_c_saves_a_checkpoint_and_resume_continues(tmp_path):
+    import signal
+    import time
+
+    out = str(tmp_path / "int")
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONWARNINGS="ignore")
+    proc = subprocess.Popen([sys.executable, "delta.py", "--output_dir", out, "--max_steps", "200", "--eval_every", "0",
+                             "--save_every", "0", *FAST], cwd=ROOT, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    metrics = os.path.join(out, "metrics.jsonl")
+    deadline = time.time() + 300
+    while time.time() < deadline and not (os.path.exists(metrics) and '"reward/mean"' in open(metrics).read()):
+        time.sleep(0.2)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=300)
+    assert proc.returncode == 0, err[-3000:]
+    assert "interrupted: checkpoint at step" in err
+    ckpts = delta.checkpoints(out)
+    assert len(ckpts) == 1 and not os.path.exists(os.path.join(out, "final"))
+    step = int(ckpts[0].rsplit("-", 1)[1])
+    assert 1 <= step < 200
+    p = run_delta("--output_dir", out, "--resume", "--max_steps", str(step + 1), "--eval_every", "0", *FAST)
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert [r["step"] for r in read_metrics(out) if "reward/mean" in r] == list(range(1, step + 2))
