@@ -257,8 +257,9 @@ def _gold_text(gold):
     if isinstance(gold, float):
         return repr(gold) if not gold.is_integer() else str(int(gold))
     gold = str(gold).strip()
-    boxed = extract_answer(gold) if "\\boxed" in gold else None
-    return boxed or gold
+    if re.fullmatch(r"\$?\\boxed\{.*\}\$?", gold, re.S):  # a gold that is one boxed expression
+        return extract_answer(gold) or gold
+    return gold
 
 
 def _math_check(response, gold):

@@ -100,6 +100,21 @@ def test_slow_items_do_not_block_the_batch():
     assert got[2:] == [1.0] * 40 and time.monotonic() - t < 10.0
 
 
+def test_score_batch_works_from_a_thread():
+    out = []
+    th = threading.Thread(target=lambda: out.append(score_batch([B("\\sqrt{8}"), B("3")], ["2\\sqrt{2}", "4"])))
+    th.start()
+    th.join(60)
+    assert out == [[1.0, 0.0]]
+
+
+def test_gold_content_is_kept():
+    assert rewards._gold_text(0) == "0" and rewards._gold_text(10**30) == str(10**30)
+    assert rewards._gold_text("The answer is \\boxed{5} apples") == "The answer is \\boxed{5} apples"
+    assert rewards._gold_text("$\\boxed{\\frac{1}{2}}$") == "\\frac{1}{2}"
+    assert math_reward(B("0"), 0) == 1.0
+
+
 def test_score_batch_validates_its_input():
     with pytest.raises(ValueError, match="kind"):
         score_batch(["a"], ["b"], kind="proof")
