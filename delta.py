@@ -554,6 +554,64 @@ def train_on_rollout(ddp_model, optimizer, batch, adv, lam, args, world_size):
     return out
 
 
+def rl_step(step, model, ddp_model, optimizer, tok, train_rows, args, rank, world):
+    """One rollout batch: sample, reward (Eq. A), one scoring pass (+ Eq. D and Sec. 3.2 for DelTA), then
+    several optimizer steps (Eq. B/E). Returns the step's metrics, reduced over ranks."""
+    import rewards
+
+    algo = ALGOS[args.algo]
+    device = next(model.parameters()).device
+    t0 = time.perf_counter()
+    ids, epoch = prompt_indices(step, len(train_rows), args, rank, world)
+    rows = [train_rows[i] for i in ids]
+    prompts = [format_prompt(tok, r["question"], args.instruction) for r in rows for _ in range(args.group_size)]
+    batch = generate(model, tok, prompts, args.max_new_tokens, args.temperature, args.top_p, args.top_k,
+                     args.gen_batch_size, args.bf16)
+    mask = batch["response_mask"]  # [N, R]
+    lengths = mask.sum(1)  # [N]
+    correct = torch.tensor(rewards.score_batch(decode_responses(tok, batch),
+                                               [r["answer"] for r in rows for _ in range(args.group_size)]))
+    reward = correct.to(device)  # [N]
+    if algo["overlong"]:
+        reward = reward + overlong_penalty(lengths, args.max_new_tokens, args.overlong_buffer, args.overlong_penalty)
+    adv = group_advantages(reward, args.group_size, algo["adv_scale"])  # [N] Eq. A
+    t1 = time.perf_counter()
+
+    batch["old_logp"], entropy, v = score(model, batch, args, features=args.algo == "delta")
+    stats, lam = {}, None
+    t_coef = time.perf_counter()
+    if args.algo == "delta":  # DelTA departs from DAPO here: token coefficients, Sec. 3.2
+        lam = delta_coefficients(v, adv, mask, args.K, args.lam_min, args.lam_max, stats=stats)  # [N, R]
+        del v
+    t2 = time.perf_counter()
+
+    m = train_on_rollout(ddp_model, optimizer, batch, adv, lam, args, world)
+    t3 = time.perf_counter()
+
+    groups = reward.view(-1, args.group_size)
+    m.update({"reward/mean": reward.mean().item(), "reward/acc": correct.float().mean().item(),
+              "response/length": lengths.float().mean().item(),
+              "response/truncated": batch["truncated"].float().mean().item(),
+              "groups/zero_std": (groups.max(1).values == groups.min(1).values).float().mean().item(),
+              "entropy": (entropy * mask).sum().item() / mask.sum().item(),
+              "time/generate": t1 - t0, "time/score": t2 - t1, "time/train": t3 - t2, "time/coefficients": t2 - t_coef})
+    m = all_mean(m, world, device)
+    m["epoch"] = epoch
+    if lam is not None:  # global statistics of lam over valid tokens
+        lv = lam[mask].double()
+        moments = torch.stack([lv.sum(), lv.square().sum(), torch.tensor(float(lv.numel()), device=lv.device)])
+        lo, hi = lv.min().clone(), lv.max().clone()
+        if world > 1:
+            dist.all_reduce(moments)
+            dist.all_reduce(lo, op=dist.ReduceOp.MIN)
+            dist.all_reduce(hi, op=dist.ReduceOp.MAX)
+        mean = moments[0] / moments[2]
+        m.update({"delta/lam_mean": mean.item(), "delta/lam_std": (moments[1] / moments[2] - mean ** 2).clamp(min=0).sqrt().item(),
+                  "delta/lam_min": lo.item(), "delta/lam_max": hi.item()})
+        m.update({f"delta/{k}": x for k, x in stats.items()})
+    return m
+
+
 # =====================================================================================
 # 7. Main loop: setup, warm start, evaluation, checkpoints
 # =====================================================================================
@@ -692,8 +750,29 @@ def prompt_indices(step, n_rows, args, rank, world):
     return ids.view(-1, world, args.mini_batch_prompts // world)[:, rank].flatten().tolist(), epoch
 
 
+def resolve_defaults(args):
+    args.run_name = args.run_name or f"{args.algo}-{os.path.basename(args.model.rstrip('/')) or 'tiny'}-s{args.seed}"
+    args.output_dir = args.output_dir or os.path.join("runs", args.run_name)
+    if args.instruction == "auto":
+        args.instruction = PROMPT_INSTRUCTION if args.dataset else ""
+
+
+def load_task(args):
+    """Training and held-out rows: the synthetic task, or a local file / hub dataset."""
+    if not args.dataset:
+        return addition_task(args.seed, args.eval_size)
+    train_rows = load_rows(args.dataset, args.dataset_split, args.prompt_key, args.answer_key)
+    if args.eval_dataset:
+        return train_rows, load_rows(args.eval_dataset, "test", args.prompt_key, args.answer_key)[:args.eval_size]
+    return train_rows[args.eval_size:], train_rows[:args.eval_size]
+
+
+def drop_long_prompts(tok, rows, args):
+    fits = lambda r: len(tok(format_prompt(tok, r["question"], args.instruction), add_special_tokens=False).input_ids)
+    return [r for r in rows if fits(r) <= args.max_prompt_length]
+
+
 def main(args: Args):
-    import rewards
     from transformers.utils import logging as hf_logging
 
     hf_logging.disable_progress_bar()
@@ -704,22 +783,11 @@ def main(args: Args):
         if world > 1:
             dist.destroy_process_group()
         raise
-    args.run_name = args.run_name or f"{args.algo}-{os.path.basename(args.model.rstrip('/')) or 'tiny'}-s{args.seed}"
-    args.output_dir = args.output_dir or os.path.join("runs", args.run_name)
-    if args.instruction == "auto":
-        args.instruction = PROMPT_INSTRUCTION if args.dataset else ""
+    resolve_defaults(args)
     os.makedirs(args.output_dir, exist_ok=True)
     metrics_path = os.path.join(args.output_dir, "metrics.jsonl")
 
-    # data: the synthetic task, or a local file / hub dataset
-    if args.dataset:
-        train_rows = load_rows(args.dataset, args.dataset_split, args.prompt_key, args.answer_key)
-        if args.eval_dataset:
-            eval_rows = load_rows(args.eval_dataset, "test", args.prompt_key, args.answer_key)[:args.eval_size]
-        else:
-            train_rows, eval_rows = train_rows[args.eval_size:], train_rows[:args.eval_size]
-    else:
-        train_rows, eval_rows = addition_task(args.seed, args.eval_size)
+    train_rows, eval_rows = load_task(args)
 
     # model: a hub id / local path, the newest checkpoint, or the tiny default built in code
     ckpts = checkpoints(args.output_dir) if args.resume else []
@@ -733,13 +801,10 @@ def main(args: Args):
         if world > 1:
             dist.barrier()
     model, tok = load_model(source, device)
-    n_before = len(train_rows)
-    too_long = lambda r: len(tok(format_prompt(tok, r["question"], args.instruction), add_special_tokens=False).input_ids) > args.max_prompt_length
-    train_rows = [r for r in train_rows if not too_long(r)]
-    eval_rows = [r for r in eval_rows if not too_long(r)]
+    train_rows, eval_rows = drop_long_prompts(tok, train_rows, args), drop_long_prompts(tok, eval_rows, args)
     if len(train_rows) < args.prompts_per_step:
-        raise ArgumentError(f"{len(train_rows)} of {n_before} training prompts fit --max_prompt_length "
-                         f"{args.max_prompt_length}; need at least --prompts_per_step {args.prompts_per_step}")
+        raise ArgumentError(f"only {len(train_rows)} training prompts fit --max_prompt_length {args.max_prompt_length}; "
+                            f"need at least --prompts_per_step {args.prompts_per_step}")
     if args.gradient_checkpointing:
         enable_checkpointing(model)
     ddp_model = model
@@ -780,56 +845,15 @@ def main(args: Args):
     stop = {"flag": False}
     for sig in (signal.SIGINT, signal.SIGTERM):  # finish the step, save, exit
         signal.signal(sig, lambda *_: stop.update(flag=True))
-    algo = ALGOS[args.algo]
     bar = None
     if rank == 0 and args.progress:
         from tqdm import tqdm
         bar = tqdm(total=total_steps, initial=start, desc=args.run_name, dynamic_ncols=True)
     step = start
     while step < total_steps:
-        t0 = time.perf_counter()
-        ids, epoch = prompt_indices(step, len(train_rows), args, rank, world)
-        rows = [train_rows[i] for i in ids]
-        prompts = [format_prompt(tok, r["question"], args.instruction) for r in rows for _ in range(args.group_size)]
-        batch = generate(model, tok, prompts, args.max_new_tokens, args.temperature, args.top_p, args.top_k,
-                         args.gen_batch_size, args.bf16)
-        mask = batch["response_mask"]  # [N, R]
-        lengths = mask.sum(1)  # [N]
-        correct = torch.tensor(rewards.score_batch(decode_responses(tok, batch),
-                                                   [r["answer"] for r in rows for _ in range(args.group_size)]))
-        reward = correct.to(device)  # [N]
-        if algo["overlong"]:
-            reward = reward + overlong_penalty(lengths, args.max_new_tokens, args.overlong_buffer, args.overlong_penalty)
-        adv = group_advantages(reward, args.group_size, algo["adv_scale"])  # [N] Eq. A
-        t1 = time.perf_counter()
-
-        batch["old_logp"], entropy, v = score(model, batch, args, features=args.algo == "delta")
-        stats = {}
-        lam = None
-        if args.algo == "delta":  # DelTA departs from DAPO here: token coefficients, Sec. 3.2
-            lam = delta_coefficients(v, adv, mask, args.K, args.lam_min, args.lam_max, stats=stats)  # [N, R]
-            del v
-        t2 = time.perf_counter()
-
-        train_metrics = train_on_rollout(ddp_model, optimizer, batch, adv, lam, args, world)
-        t3 = time.perf_counter()
+        m = rl_step(step, model, ddp_model, optimizer, tok, train_rows, args, rank, world)
         step += 1
-
-        groups = reward.view(-1, args.group_size)
-        m = {"reward/mean": reward.mean().item(), "reward/acc": correct.float().mean().item(),
-             "response/length": lengths.float().mean().item(),
-             "response/truncated": batch["truncated"].float().mean().item(),
-             "groups/zero_std": (groups.max(1).values == groups.min(1).values).float().mean().item(),
-             "entropy": (entropy * mask).sum().item() / mask.sum().item(),
-             "time/generate": t1 - t0, "time/score": t2 - t1, "time/train": t3 - t2, **train_metrics}
-        if lam is not None:
-            lv = lam[mask]
-            m.update({"delta/lam_mean": lv.mean().item(), "delta/lam_std": lv.std().item(),
-                      "delta/lam_min": lv.min().item(), "delta/lam_max": lv.max().item()})
-        m = all_mean(m, world, device)
-        if lam is not None:  # already global statistics
-            m.update({f"delta/{k}": x for k, x in stats.items()})
-        m.update(step=step, epoch=epoch)
+        m["step"] = step
         if args.eval_every and step % args.eval_every == 0 or step == total_steps:
             m["eval/accuracy"] = evaluate_accuracy(model, tok, eval_rows, args)
         log(m)

@@ -361,8 +361,43 @@ def _namespaces_available():
     return _NAMESPACES
 
 
-def _limit_resources(cpu_seconds):
+_CGROUP_ROOT = None
+
+
+def _new_pids_cgroup():
+    """A fresh pids cgroup capped at LIMITS["processes"]: it bounds a fork bomb even for root, whom
+    RLIMIT_NPROC does not bind. None where this process may not make one (then a warning, once)."""
+    global _CGROUP_ROOT
+    if _CGROUP_ROOT is None:
+        _CGROUP_ROOT = ""
+        for root in ("/sys/fs/cgroup/pids", "/sys/fs/cgroup"):
+            probe = os.path.join(root, f"rlvr-probe-{os.getpid()}")
+            try:
+                os.mkdir(probe)
+                ok = os.path.exists(os.path.join(probe, "pids.max"))
+                os.rmdir(probe)
+            except OSError:
+                continue
+            if ok:
+                _CGROUP_ROOT = root
+                break
+        if not _CGROUP_ROOT:
+            warnings.warn("no writable pids cgroup: a fork bomb is bounded by RLIMIT_NPROC (not for root), "
+                          "the timeout and the PID namespace only")
+    if not _CGROUP_ROOT:
+        return None
+    path = os.path.join(_CGROUP_ROOT, f"rlvr-{os.getpid()}-{os.urandom(4).hex()}")
+    os.mkdir(path)
+    with open(os.path.join(path, "pids.max"), "w") as f:
+        f.write(str(LIMITS["processes"]))
+    return path
+
+
+def _limit_resources(cpu_seconds, cgroup):
     def apply():
+        if cgroup:
+            with open(os.path.join(cgroup, "cgroup.procs"), "w") as f:
+                f.write(str(os.getpid()))
         os.setsid()  # own session: a timeout kills the whole process group
         for what, value in ((resource.RLIMIT_AS, LIMITS["address_space"]), (resource.RLIMIT_FSIZE, LIMITS["file_size"]),
                             (resource.RLIMIT_NOFILE, LIMITS["open_files"]), (resource.RLIMIT_NPROC, LIMITS["processes"]),
@@ -371,12 +406,53 @@ def _limit_resources(cpu_seconds):
     return apply
 
 
+def _kill_tree(proc, cgroup):
+    """Kill the namespace's init first: the kernel then ends every process in the PID namespace, and
+    `unshare` exits only once they are gone. Then the process group and whatever the cgroup still holds."""
+    try:
+        with open(f"/proc/{proc.pid}/task/{proc.pid}/children") as f:
+            children = [int(c) for c in f.read().split()]
+    except OSError:
+        children = []
+    for pid in children:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    try:
+        proc.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        pass
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    proc.wait()
+    if cgroup:
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            with open(os.path.join(cgroup, "cgroup.procs")) as f:
+                left = [int(p) for p in f.read().split()]
+            if not left:
+                break
+            for pid in left:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+            time.sleep(0.01)
+        try:
+            os.rmdir(cgroup)
+        except OSError:
+            pass
+
+
 def _sandbox_run(files, timeout):
     """Run driver.py over `files` in a fresh temp dir; returns the verdict channel's text ('' on timeout).
 
     Layers: separate interpreter (python -I -B), fresh temp working directory, minimal environment,
-    resource limits (address space, CPU time, file size, open files, processes), its own session killed
-    as a group at the deadline, capped output; where Linux namespaces are available, no network, its own
+    resource limits (address space, CPU time, file size, open files, processes; a pids cgroup where one
+    can be made), its own session killed as a group at the deadline, capped output; where Linux namespaces are available, no network, its own
     PID namespace (everything in it dies with it) and every mount but the temp dir read-only.
     """
     work = tempfile.mkdtemp(prefix="rlvr-code-")
@@ -389,19 +465,16 @@ def _sandbox_run(files, timeout):
             cmd = ["unshare", "--user", "--map-root-user", "--net", "--pid", "--mount", "--fork", "--mount-proc",
                    "--kill-child", "sh", "-c", _MOUNT_SCRIPT, "sandbox", work] + cmd
         env = {"PATH": "/usr/bin:/bin", "HOME": work, "LANG": "C.UTF-8", "PYTHONHASHSEED": "0"}
+        cgroup = _new_pids_cgroup()
         with tempfile.TemporaryFile() as verdict:
             proc = subprocess.Popen(cmd, cwd=work, env=env, stdin=subprocess.DEVNULL, stdout=verdict,
-                                    stderr=subprocess.DEVNULL, preexec_fn=_limit_resources(timeout))
+                                    stderr=subprocess.DEVNULL, preexec_fn=_limit_resources(timeout, cgroup))
             try:
                 proc.wait(timeout=timeout)
             except subprocess.TimeoutExpired:
                 pass
             finally:
-                try:
-                    os.killpg(proc.pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-                proc.wait()
+                _kill_tree(proc, cgroup)
             verdict.seek(0)
             return verdict.read(LIMITS["output"]).decode("utf-8", "replace")
     finally:

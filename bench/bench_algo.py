@@ -1,50 +1,73 @@
-"""Benchmark: wall time per RL step of --algo dapo vs --algo delta, same seed and config, one invocation.
+"""Benchmark: wall time per RL step of --algo dapo vs --algo delta, same seed and config, one process.
 
-    python bench/bench_algo.py                      # tiny default, 30 steps per run, runs in ABBA order
-    python bench/bench_algo.py --steps 50 -- --model PATH --dataset FILE.jsonl   # extra delta.py flags
+    python bench/bench_algo.py                          # tiny default, 40 steps each
+    python bench/bench_algo.py --steps 20 --model PATH  # another model (synthetic task, flags of delta.py)
 
-Each run starts from the same weights and seed (no warm start: --sft_max_steps 0), evaluation and
-checkpoints off. Prints the mean seconds per step of each phase (generate, score = the no-grad pass plus,
-for DelTA, features and coefficients, train) after the first 3 steps, and the DelTA/DAPO ratios.
+Both algorithms start from the same warm-started weights and the same RNG state and each keeps its own
+model, optimizer and RNG stream, so each follows exactly the trajectory a separate `python delta.py
+--algo X` run would. Their steps alternate (dapo, delta, delta, dapo, ...), so drift in the machine's
+speed falls on both alike. Prints the mean seconds per step of each phase after the first 3 steps:
+generate (sampling and rewards), score (the no-grad pass, plus features and coefficients for DelTA),
+train (the optimizer steps), and the DelTA/DAPO ratios.
 """
-import argparse
-import json
+import copy
+import dataclasses
 import os
-import subprocess
 import sys
-import tempfile
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import delta  # noqa: E402
+
 PHASES = ("time/generate", "time/score", "time/train")
 
 
-def run(algo, steps, extra, out):
-    cmd = [sys.executable, "delta.py", "--algo", algo, "--max_steps", str(steps), "--output_dir", out,
-           "--sft_max_steps", "0", "--eval_every", "0", "--save_every", "0", "--eval_size", "16",
-           "--progress", "false", *extra]
-    subprocess.run(cmd, cwd=ROOT, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    rows = [json.loads(line) for line in open(os.path.join(out, "metrics.jsonl"))]
-    return [r for r in rows if "time/train" in r][3:]
+def main(argv):
+    steps = 40
+    if "--steps" in argv:
+        i = argv.index("--steps")
+        steps, argv = int(argv[i + 1]), argv[:i] + argv[i + 2:]
+    args = delta.parse_args(argv + ["--output_dir", "/tmp/bench_algo"])
+    delta.validate_args(args)
+    delta.resolve_defaults(args)
+    from transformers.utils import logging as hf_logging
 
-
-def main():
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--steps", type=int, default=30, help="RL steps per run (the first 3 are not counted)")
-    p.add_argument("extra", nargs="*", help="flags passed on to delta.py (after --)")
-    a = p.parse_args()
-    rows = {"dapo": [], "delta": []}
-    with tempfile.TemporaryDirectory() as tmp:
-        for i, algo in enumerate(("dapo", "delta", "delta", "dapo")):  # ABBA: drift hits both alike
-            rows[algo] += run(algo, a.steps, a.extra, os.path.join(tmp, f"{i}-{algo}"))
-    mean = {algo: {k: sum(r[k] for r in rs) / len(rs) for k in PHASES + ("response/length",)} for algo, rs in rows.items()}
-    for m in mean.values():
-        m["step"] = sum(m[k] for k in PHASES)
+    hf_logging.disable_progress_bar()
+    train_rows, eval_rows = delta.load_task(args)
+    if args.model:
+        model, tok = delta.load_model(args.model, torch.device("cpu"))
+    else:
+        delta.build_tiny(os.path.join(args.output_dir, "tiny-init"), args.seed)
+        model, tok = delta.load_model(os.path.join(args.output_dir, "tiny-init"), torch.device("cpu"))
+        torch.manual_seed(args.seed)
+        delta.warm_start(model, tok, train_rows, eval_rows, args, 0, 1, log=lambda row: None)
+    torch.manual_seed(args.seed)
+    runs = {}
+    for algo in ("dapo", "delta"):
+        m = copy.deepcopy(model)
+        runs[algo] = dict(model=m, opt=torch.optim.AdamW(m.parameters(), lr=args.lr, weight_decay=args.weight_decay),
+                          args=dataclasses.replace(args, algo=algo), rng=torch.get_rng_state(), rows=[])
+    for step in range(steps):
+        for algo in (("dapo", "delta") if step % 2 == 0 else ("delta", "dapo")):
+            r = runs[algo]
+            torch.set_rng_state(r["rng"])
+            r["rows"].append(delta.rl_step(step, r["model"], r["model"], r["opt"], tok, train_rows, r["args"], 0, 1))
+            r["rng"] = torch.get_rng_state()
+    mean = {}
+    for algo, r in runs.items():
+        rows = r["rows"][3:]
+        mean[algo] = {k: sum(x[k] for x in rows) / len(rows) for k in PHASES + ("response/length", "reward/acc", "time/coefficients")}
+        mean[algo]["step"] = sum(mean[algo][k] for k in PHASES)
     print(f"{'seconds per step':<18}{'dapo':>10}{'delta':>10}{'delta/dapo':>12}")
     for k in PHASES + ("step",):
-        print(f"{k:<18}{mean['dapo'][k]:>10.3f}{mean['delta'][k]:>10.3f}{mean['delta'][k] / mean['dapo'][k]:>12.3f}")
-    print(f"{'response length':<18}{mean['dapo']['response/length']:>10.1f}{mean['delta']['response/length']:>10.1f}")
-    print(f"steps timed: {len(rows['dapo'])} per algorithm")
+        print(f"{k:<18}{mean['dapo'][k]:>10.4f}{mean['delta'][k]:>10.4f}{mean['delta'][k] / mean['dapo'][k]:>12.3f}")
+    share = mean["delta"]["time/coefficients"] / mean["delta"]["step"]
+    print(f"{'  of which coefficients (Sec. 3.2)':<28}{mean['delta']['time/coefficients']:>10.4f} s = {share:.2%} of a DelTA step")
+    for k in ("response/length", "reward/acc"):
+        print(f"{k:<18}{mean['dapo'][k]:>10.3f}{mean['delta'][k]:>10.3f}")
+    print(f"steps timed: {steps - 3} per algorithm, {torch.get_num_threads()} threads")
 
 
 if __name__ == "__main__":
-    main()
+    main(sys.argv[1:])
