@@ -23,7 +23,6 @@ import contextlib
 import dataclasses
 import gc
 import json
-import math
 import os
 import random
 import shutil
@@ -784,6 +783,9 @@ def main(args: Args):
             dist.destroy_process_group()
         raise
     resolve_defaults(args)
+    if not args.resume and checkpoints(args.output_dir):
+        raise ArgumentError(f"{args.output_dir} holds checkpoints of an earlier run: pass --resume to continue "
+                            "it, or choose another --output_dir")
     os.makedirs(args.output_dir, exist_ok=True)
     metrics_path = os.path.join(args.output_dir, "metrics.jsonl")
 
@@ -874,7 +876,7 @@ def main(args: Args):
         bar.close()
     if step == total_steps:
         if rank == 0:
-            save_atomically(os.path.join(args.output_dir, "final"), lambda tmp: (model.save_pretrained(tmp), tok.save_pretrained(tmp)))
+            save_atomically(os.path.join(args.output_dir, "final"), lambda tmp, m=model: (m.save_pretrained(tmp), tok.save_pretrained(tmp)))
         if args.save_every == 0 or step % args.save_every:
             save_checkpoint(args, step, model, tok, optimizer, rank, world)
     del ddp_model, model, optimizer  # gloo + DDP can hang at exit otherwise

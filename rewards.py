@@ -11,7 +11,6 @@ exception. Model text is never executed by the math path (no sympify/parse_expr 
 LaTeX goes through math-verify's LaTeX parser). Model code runs in a sandbox (see _sandbox_run).
 """
 import atexit
-import io
 import json
 import logging
 import multiprocessing as mp

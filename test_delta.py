@@ -564,3 +564,30 @@ def test_ctrl_c_saves_a_checkpoint_and_resume_continues(tmp_path):
     p = run_delta("--output_dir", out, "--resume", "--max_steps", str(step + 1), "--eval_every", "0", *FAST)
     assert p.returncode == 0, p.stderr[-3000:]
     assert [r["step"] for r in read_metrics(out) if "reward/mean" in r] == list(range(1, step + 2))
+
+
+def test_local_dataset_and_model_path_like_a_user(tiny, tmp_path):
+    """--model PATH and --dataset FILE.jsonl take the same path as a hub model and dataset."""
+    data = tmp_path / "train.jsonl"
+    with open(data, "w") as f:
+        for r in delta.addition_task(0, 0)[0][:40]:
+            f.write(json.dumps({"problem": r["question"], "gold": int(r["answer"])}) + "\n")
+    out = str(tmp_path / "user")
+    p = run_delta("--model", tiny, "--dataset", str(data), "--prompt_key", "problem", "--answer_key", "gold",
+                  "--eval_size", "8", "--max_steps", "1", "--output_dir", out, "--max_prompt_length", "128",
+                  *FAST[:8], "--progress", "false")
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert json.load(open(os.path.join(out, "args.json")))["instruction"] == delta.PROMPT_INSTRUCTION
+    assert [r["step"] for r in read_metrics(out) if "reward/mean" in r] == [1]
+    bad = run_delta("--model", tiny, "--dataset", str(data), "--prompt_key", "question", "--output_dir", out + "2")
+    assert bad.returncode != 0 and "no column 'question'" in bad.stderr
+    again = run_delta("--model", tiny, "--dataset", str(data), "--output_dir", out)  # would overwrite: refused
+    assert again.returncode != 0 and "pass --resume" in again.stderr
+    assert [r["step"] for r in read_metrics(out) if "reward/mean" in r] == [1]
+
+
+def test_plain_template_without_chat_template(tiny):
+    _, tok = delta.load_model(tiny, torch.device("cpu"))
+    tok.chat_template = None
+    assert delta.format_prompt(tok, "1+1=?") == "Question: 1+1=?\n" + delta.PROMPT_INSTRUCTION + "\nAnswer: "
+    assert delta.format_prompt(tok, "1+1=?", "") == "Question: 1+1=?\nAnswer: "
