@@ -16,7 +16,7 @@ Run it:
         --dataset zwhe99/DeepMath-103K --prompt_key question --answer_key final_answer \\
         --prompts_per_step 128 --group_size 16 --mini_batch_prompts 32 --micro_batch_size 1 \\
         --max_prompt_length 2048 --max_new_tokens 20480 --overlong_buffer 4096 --lr 1e-6 \\
-        --epochs 2 --max_steps 0 --gradient_checkpointing   # the paper's recipe (README: memory)
+        --epochs 2 --max_steps 0 --gradient_checkpointing   # the paper's recipe (README: full command, memory)
 """
 
 import contextlib
