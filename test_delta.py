@@ -591,3 +591,36 @@ def test_plain_template_without_chat_template(tiny):
     tok.chat_template = None
     assert delta.format_prompt(tok, "1+1=?") == "Question: 1+1=?\n" + delta.PROMPT_INSTRUCTION + "\nAnswer: "
     assert delta.format_prompt(tok, "1+1=?", "") == "Question: 1+1=?\nAnswer: "
+
+
+def test_core_functions_are_copyable_pure_torch():
+    """Pasted alone into a namespace that holds only torch, each core function still runs and agrees."""
+    import inspect
+
+    v, adv, mask = random_batch(4)
+    logp, old, a2, m2, lam = loss_inputs(4)
+    for fn, call in [
+        (group_advantages, lambda f: f(torch.tensor([1.0, 0.0, 1.0, 1.0]), 2)),
+        (token_features, lambda f: f(v, -torch.rand(6, 7))),
+        (delta_coefficients, lambda f: f(v, adv, mask, K=2)),
+        (policy_loss, lambda f: f(logp, old, a2, m2, lam)[0]),
+    ]:
+        namespace = {"torch": torch}
+        exec(inspect.getsource(fn), namespace)
+        torch.manual_seed(0)
+        mine = call(fn)
+        torch.manual_seed(0)
+        assert torch.equal(call(namespace[fn.__name__]), mine), fn.__name__
+
+
+def test_core_signatures_as_documented():
+    import inspect
+
+    sig = lambda f: [(p.name, p.default) for p in inspect.signature(f).parameters.values()]
+    E = inspect.Parameter.empty
+    assert sig(group_advantages) == [("rewards", E), ("group_size", E), ("scale", "group"), ("eps", 1e-6)]
+    assert sig(token_features) == [("hidden", E), ("logprobs", E)]
+    assert sig(delta_coefficients)[:7] == [("v", E), ("adv", E), ("mask", E), ("K", 1), ("lam_min", 0.8),
+                                           ("lam_max", 1.2), ("eps", 1e-8)]
+    assert sig(policy_loss) == [("logp", E), ("old_logp", E), ("adv", E), ("mask", E), ("lam", None), ("clip_low", 0.2),
+                                ("clip_high", 0.28), ("clip_c", 10.0), ("num_tokens", None)]
