@@ -546,14 +546,16 @@ def _shutdown():
 def score_batch(responses, golds, kind="math", timeout=None, workers=None):
     """Verdicts (1.0 / 0.0) for many responses in parallel worker processes.
 
-    golds: gold answers (math) or test specs (code). A worker that overruns its item's wall-clock limit
-    (`timeout`, default MATH_TIMEOUT / CODE_TIMEOUT + 5 s) is killed and replaced; the item scores 0.
+    golds: gold answers (math) or test specs (code). `timeout` is the wall-clock limit of one item
+    (default MATH_TIMEOUT, or CODE_TIMEOUT for the sandboxed program, whose worker gets 5 s more to clean
+    up). A worker that overruns is killed and replaced; the item scores 0.
     """
     if kind not in ("math", "code"):
         raise ValueError(f"kind must be 'math' or 'code', got {kind!r}")
     if len(responses) != len(golds):
         raise ValueError(f"{len(responses)} responses but {len(golds)} golds")
-    limit = timeout or (MATH_TIMEOUT if kind == "math" else CODE_TIMEOUT + 5.0)
+    limit = timeout or (MATH_TIMEOUT if kind == "math" else CODE_TIMEOUT)
+    deadline_after = limit if kind == "math" else limit + 5.0
     workers = workers or max(1, min(4, os.cpu_count() or 1))
     while len(_POOL) < workers:
         _POOL.append(_start_worker())
@@ -564,10 +566,10 @@ def score_batch(responses, golds, kind="math", timeout=None, workers=None):
         for slot in range(workers):
             if slot not in busy and todo:
                 item = todo.pop()
-                args = (responses[item], golds[item]) if kind == "math" else (responses[item], golds[item], limit - 5.0)
+                args = (responses[item], golds[item]) if kind == "math" else (responses[item], golds[item], limit)
                 try:
                     _POOL[slot][1].send((kind, args))
-                    busy[slot] = (item, time.monotonic() + limit)
+                    busy[slot] = (item, time.monotonic() + deadline_after)
                 except (OSError, ValueError):  # dead worker: replace it, item scores 0
                     _stop_worker(_POOL[slot])
                     _POOL[slot] = _start_worker()

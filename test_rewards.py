@@ -232,5 +232,5 @@ def test_code_runs_with_a_minimal_environment():
 
 def test_score_batch_runs_code_items():
     got = score_batch([fence("def add(a, b):\n    return a + b"), fence("while True: pass")], [ASSERT, ASSERT],
-                      kind="code", timeout=6)
+                      kind="code", timeout=2)
     assert got == [1.0, 0.0]
