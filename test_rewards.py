@@ -234,3 +234,12 @@ def test_score_batch_runs_code_items():
     got = score_batch([fence("def add(a, b):\n    return a + b"), fence("while True: pass")], [ASSERT, ASSERT],
                       kind="code", timeout=2)
     assert got == [1.0, 0.0]
+
+
+def test_sandbox_without_namespaces_still_isolates_and_times_out(monkeypatch):
+    """Where unshare is unavailable the other layers remain: limits, temp dir, group kill at the deadline."""
+    monkeypatch.setattr(rewards, "_NAMESPACES", False)
+    assert code_reward(fence("def add(a, b):\n    return a + b"), ASSERT) == 1.0
+    t = time.monotonic()
+    assert code_reward(fence("import time\ntime.sleep(60)\n# no-ns-sleeper"), ASSERT, timeout=2) == 0.0
+    assert time.monotonic() - t < 5 and leftover_processes("-B driver.py") == []
