@@ -405,23 +405,25 @@ def _limit_resources(cpu_seconds, cgroup):
     return apply
 
 
-def _kill_tree(proc, cgroup):
-    """Kill the namespace's init first: the kernel then ends every process in the PID namespace, and
-    `unshare` exits only once they are gone. Then the process group and whatever the cgroup still holds."""
-    try:
-        with open(f"/proc/{proc.pid}/task/{proc.pid}/children") as f:
-            children = [int(c) for c in f.read().split()]
-    except OSError:
-        children = []
-    for pid in children:
+def _kill_tree(proc, cgroup, namespaced):
+    """With namespaces, kill the namespace's init (unshare's child) first: the kernel then ends every
+    process in the PID namespace, and unshare exits only once they are gone. Then the process group and
+    whatever the cgroup still holds."""
+    if namespaced:
         try:
-            os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
+            with open(f"/proc/{proc.pid}/task/{proc.pid}/children") as f:
+                children = [int(c) for c in f.read().split()]
+        except OSError:
+            children = []
+        for pid in children:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        try:
+            proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
             pass
-    try:
-        proc.wait(timeout=5)
-    except subprocess.TimeoutExpired:
-        pass
     try:
         os.killpg(proc.pid, signal.SIGKILL)
     except ProcessLookupError:
@@ -460,7 +462,8 @@ def _sandbox_run(files, timeout):
             with open(os.path.join(work, name), "w") as f:
                 f.write(text)
         cmd = [sys.executable, "-I", "-B", "driver.py"]
-        if _namespaces_available():
+        namespaced = _namespaces_available()
+        if namespaced:
             cmd = ["unshare", "--user", "--map-root-user", "--net", "--pid", "--mount", "--fork", "--mount-proc",
                    "--kill-child", "sh", "-c", _MOUNT_SCRIPT, "sandbox", work] + cmd
         env = {"PATH": "/usr/bin:/bin", "HOME": work, "LANG": "C.UTF-8", "PYTHONHASHSEED": "0"}
@@ -473,7 +476,7 @@ def _sandbox_run(files, timeout):
             except subprocess.TimeoutExpired:
                 pass
             finally:
-                _kill_tree(proc, cgroup)
+                _kill_tree(proc, cgroup, namespaced)
             verdict.seek(0)
             return verdict.read(LIMITS["output"]).decode("utf-8", "replace")
     finally:
