@@ -531,13 +531,27 @@ def test_command_line_rejects_bad_arguments_before_work(tmp_path):
     assert not os.path.exists(tmp_path / "x")
 
 
-def test_torchrun_two_processes_end_to_end(tmp_path):
+def test_torchrun_two_processes_end_to_end_and_resume(tmp_path):
+    from safetensors.torch import load_file
+
     out = str(tmp_path / "ddp")
-    p = run_delta("--output_dir", out, "--max_steps", "2", "--eval_every", "0", *FAST, torchrun=True)
+    p = run_delta("--output_dir", out, "--max_steps", "2", "--eval_every", "0", "--save_every", "1", *FAST, torchrun=True)
     assert p.returncode == 0, p.stderr[-3000:]
-    steps = [r for r in read_metrics(out) if "reward/mean" in r]
-    assert [r["step"] for r in steps] == [1, 2] and 0 < steps[-1]["delta/lam_mean"] < 2
+    rows = read_metrics(out)
+    steps = [r for r in rows if "reward/mean" in r]
+    assert [r["step"] for r in steps] == [1, 2] and steps[-1]["delta/lam_mean"] == pytest.approx(1.0, abs=1e-5)
     assert os.path.exists(os.path.join(out, "final", "model.safetensors"))
+    # resume step 2 from checkpoint-1 with 2 processes: every rank's RNG comes back
+    b = str(tmp_path / "b")
+    os.makedirs(b)
+    shutil.copytree(os.path.join(out, "checkpoint-1"), os.path.join(b, "checkpoint-1"))
+    p = run_delta("--output_dir", b, "--resume", "--max_steps", "2", "--eval_every", "0", "--save_every", "1", *FAST,
+                  torchrun=True)
+    assert p.returncode == 0, p.stderr[-3000:]
+    strip = lambda r: {k: x for k, x in r.items() if not k.startswith("time/")}
+    assert strip([r for r in read_metrics(b) if r["step"] == 2][0]) == strip(steps[-1])
+    final, final_b = (load_file(os.path.join(d, "final", "model.safetensors")) for d in (out, b))
+    assert all(torch.equal(final[k], final_b[k]) for k in final)
 
 
 def test_ctrl_c_saves_a_checkpoint_and_resume_continues(tmp_path):
