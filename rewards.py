@@ -62,8 +62,10 @@ def extract_answer(response):
                     ans = response[i + 1:j].strip()
                     return ans or None
         return None  # unclosed
-    m = re.match(r"[^\s$]+", response[i:])  # \boxed 5
-    return m.group(0).rstrip(".") or None if m and i > starts[-1] else None
+    if i == starts[-1]:  # neither `\boxed{` nor `\boxed x`
+        return None
+    m = re.match(r"[^\s$]+", response[i:])  # `\boxed 5`: the next word
+    return (m.group(0).rstrip(".") or None) if m else None
 
 
 # =====================================================================================
