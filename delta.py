@@ -23,6 +23,7 @@ import contextlib
 import dataclasses
 import gc
 import json
+import math
 import os
 import random
 import shutil
@@ -536,17 +537,18 @@ def train_on_rollout(ddp_model, optimizer, batch, adv, lam, args, world_size):
                 loss, met = policy_loss(logp, batch["old_logp"][sl], adv[sl], mask[sl], weight[sl], args.clip_low,
                                         clip_high, args.clip_c, num_tokens=count)
                 (loss * world_size).backward()
-            sums["loss/policy"] += loss.item()  # this rank's share of the mini-batch loss
+            sums["loss/policy"] += loss.detach()  # this rank's share of the mini-batch loss
             for k in ("clipfrac", "clipfrac_dual", "approx_kl"):
-                sums[f"loss/{k}"] += met[k].item()
+                sums[f"loss/{k}"] += met[k]
             n_micro += 1
-        norm = torch.nn.utils.clip_grad_norm_(ddp_model.parameters(), args.max_grad_norm)
-        if torch.isfinite(norm):
+        norm = torch.nn.utils.clip_grad_norm_(ddp_model.parameters(), args.max_grad_norm).item()
+        if math.isfinite(norm):
             optimizer.step()
         else:
-            warnings.warn(f"non-finite gradient norm {norm.item()}: optimizer step skipped")
+            warnings.warn(f"non-finite gradient norm {norm}: optimizer step skipped")
         optimizer.zero_grad(set_to_none=True)
-        norms.append(norm.item())
+        norms.append(norm)
+    sums = {k: float(v) for k, v in sums.items()}  # one device sync per rollout, not per micro-batch
     out = {k: v / n_micro for k, v in sums.items()}
     out["loss/policy"] = sums["loss/policy"] * world_size / len(norms)  # summed over ranks by the caller's mean
     out["grad_norm"] = sum(norms) / len(norms)
