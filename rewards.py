@@ -11,8 +11,10 @@ exception. Model text is never executed by the math path (no sympify/parse_expr 
 LaTeX goes through math-verify's LaTeX parser). Model code runs in a sandbox (see _sandbox_run).
 """
 import atexit
+import contextlib
 import json
 import logging
+import math
 import multiprocessing as mp
 import multiprocessing.connection
 import os
@@ -20,9 +22,12 @@ import re
 import resource
 import shutil
 import signal
+import socket
+import stat
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import warnings
 from fractions import Fraction
@@ -71,47 +76,99 @@ def extract_answer(response):
 # =====================================================================================
 # Math: equivalence (runs inside a worker process)
 # =====================================================================================
-_UNITS = ("cm", "mm", "m", "km", "in", "inch", "inches", "ft", "feet", "foot", "yd", "yards", "miles", "mph",
+# The ladder, for each pair of answers after normalisation (_clean):
+#   1. equal strings; one multiple-choice letter; the empty set in any spelling;
+#   2. compound answers (tuples, intervals, sets, lists of roots, matrices) element by element;
+#      `x = 3` and `x \in [1, 2]` against an answer without the left side;
+#   3. exact values (integers, decimals, fractions, scientific notation, repeating decimals), exactly;
+#   4. words, case-insensitively;
+#   5. sympy on math-verify's LaTeX parse: exact numbers exactly (a decimal counts as its exact value);
+#      a tolerance only between a decimal and an irrational finite number; infinities by sign;
+#      expressions by symbolic difference; equations up to a non-zero factor.
+_UNITS = ("cm", "mm", "km", "m", "in", "inch", "inches", "ft", "feet", "foot", "yd", "yards", "miles", "mph",
           "g", "kg", "s", "sec", "seconds", "min", "minutes", "hours", "hour", "days", "day", "units", "unit",
           "degrees", "degree", "dollars", "cents", "meters", "meter", "sq", "square", "cubic", "liters", "ml",
           "people", "ways", "students", "points", "times")
-_TEXT_CMDS = r"\\(?:text|textbf|textit|mathrm|mathbf|mbox|operatorname)\s*\{([^{}]*)\}"
+_TEXT_CMDS = r"\\(?:text|textbf|textit|textrm|mathrm|mathbf|mathit|mbox|operatorname)\s*\{([^{}]*)\}"
+_UNICODE = {  # characters models write for LaTeX
+    "½": r"\frac{1}{2}", "⅓": r"\frac{1}{3}", "⅔": r"\frac{2}{3}", "¼": r"\frac{1}{4}", "¾": r"\frac{3}{4}",
+    "⅕": r"\frac{1}{5}", "⅙": r"\frac{1}{6}", "⅛": r"\frac{1}{8}", "∞": r"\infty ", "π": r"\pi ", "∅": r"\emptyset ",
+    "−": "-", "×": r"\times ", "·": r"\cdot ", "⋅": r"\cdot ", "÷": r"\div ", "≤": r"\le ", "≥": r"\ge ",
+    "≠": r"\ne ", "∈": r"\in ", "∪": r"\cup ", "∩": r"\cap ", "θ": r"\theta ", "α": r"\alpha ", "β": r"\beta ",
+}
+_SUPERSCRIPT = dict(zip("⁰¹²³⁴⁵⁶⁷⁸⁹⁻⁺", "0123456789-+"))
+_INVISIBLE = re.compile("[\u200b\u200c\u200d\u2060\ufeff\u00ad]")
+_SPACES = re.compile("[\u00a0\u2007\u2009\u202f\u3000]")
+
+
+def _unicode_to_latex(s):
+    s = _SPACES.sub(" ", _INVISIBLE.sub("", s))
+    s = re.sub("[⁰¹²³⁴⁵⁶⁷⁸⁹⁻⁺]+", lambda m: "^{" + "".join(_SUPERSCRIPT[c] for c in m.group()) + "}", s)
+    s = re.sub(r"√\s*(\d+(?:\.\d+)?|[A-Za-z]|\{[^{}]*\}|\([^()]*\))",
+               lambda m: r"\sqrt{" + m.group(1).strip("{}()") + "}" if m.group(1)[0] in "{(" else r"\sqrt{" + m.group(1) + "}", s)
+    return "".join(_UNICODE.get(c, c) for c in s)
 
 
 def _clean(s):
     """Light, content-preserving normalisation of a LaTeX answer."""
-    s = str(s).strip()
+    s = _unicode_to_latex(str(s)).strip()
     s = re.sub(r"^\$+|\$+$", "", s).strip()
     s = re.sub(r"^\\\(|\\\)$|^\\\[|\\\]$", "", s).strip()
     s = re.sub(r"\\(?:left|right|big|Big|bigg|Bigg)(?![a-zA-Z])", "", s)
     s = re.sub(r"(?<!\\)\\[,!;: ]|\\(?:displaystyle|quad|qquad)(?![a-zA-Z])|~", " ", s)
     s = re.sub(r"\\[dt]frac", r"\\frac", s)
+    s = re.sub(r"\\frac\s*(\w)\s*(\w)", r"\\frac{\1}{\2}", s)  # \frac12
+    s = re.sub(r"\\sqrt\s*(\w)", r"\\sqrt{\1}", s)  # \sqrt2
     s = re.sub(r"\^\s*\{?\\circ\}?|°|\\degree", "", s)  # degrees
-    s = s.replace("\\%", "").replace("%", "")
-    s = re.sub(r"\\(?:text|mbox)\s*\{\s*(" + "|".join(_UNITS) + r")(\^?\d)?\s*\}", "", s)  # \text{ cm}
+    s = s.replace("\\%", "").replace("%", "").replace("\\$", "")
+    s = re.sub(r"\\(?:text|mbox|mathrm)\s*\{\s*(?:" + "|".join(_UNITS) + r")(?:\^?\d)?\s*\}(?:\^\{?\d\}?)?", "", s)  # \text{ m}^2
     for _ in range(3):
         s = re.sub(_TEXT_CMDS, r"\1", s)
+    s = re.sub(r"\\mathbb\{R\}|\\R(?![a-zA-Z])", r"(-\\infty,\\infty)", s)
+    s = re.sub(r"(^|[\s(\[,])\+\s*\\infty", r"\1\\infty", s)  # +\infty
+    s = re.sub(r"-\s+\\infty", r"-\\infty", s)
     s = re.sub(r"(\d)\{,\}(\d)", r"\1,\2", s)  # 1{,}000
     s = re.sub(r"\s+", " ", s).strip().rstrip(".").strip()
-    s = re.sub(r"(?<=\d)\s*(?:" + "|".join(_UNITS) + r")(\^?\d)?$", "", s)  # 5 cm
+    # 5 cm, 12kg: a unit after a number at the end; one-letter units only after a space (2m may be 2 * m)
+    s = re.sub(r"(?<=\d)(?:\s+(?:" + "|".join(_UNITS) + r")|(?:" + "|".join(u for u in _UNITS if len(u) > 1) +
+               r"))(?:\^?\{?\d\}?)?$", "", s)
     return s.strip()
 
 
-def _strip_lhs(s):
-    """`x = 3` -> `3` (a single variable or function name on the left)."""
-    m = re.match(r"^\s*[a-zA-Z](?:_\{?\w+\}?)?(?:\([a-zA-Z]\))?\s*=(?!=)(.*)$", s, re.S)
-    return m.group(1).strip() if m else s
+_EMPTY = re.compile(r"\\emptyset|\\varnothing|\\\{\s*\\\}|\{\s*\}")
+
+
+def _choice(s, loose=False):
+    """The letter of a multiple-choice answer: C, (C); with loose, also `(C) 12`. None otherwise."""
+    m = re.fullmatch(r"\(?\s*([A-Z])\s*\)?", s) or (loose and re.fullmatch(r"\(([A-Z])\)\s*\S.*", s))
+    return m.group(1) if m else None
+
+
+def _split_lhs(s):
+    """`x = 3`, `\\theta = 3`, `AB = 3`, `f(x) = 3`, `x \\in [1, 2]` -> (left side, right side); else None."""
+    m = re.match(r"^\s*((?:[a-zA-Z]{1,3}|\\[a-zA-Z]+)(?:_\{?\w+\}?)?'*(?:\([a-zA-Z]\))?)\s*(?:=(?!=)|\\in(?![a-zA-Z]))(.*)$",
+                 s, re.S)
+    return (m.group(1), m.group(2).strip()) if m and m.group(2).strip() else None
 
 
 def _rational(s):
-    """Exact value of an integer, decimal or simple fraction written in any usual way; else None."""
+    """Exact value of a number written as an integer, decimal, fraction, in scientific notation or as a
+    repeating decimal (0.1\\overline{6}); None for anything else."""
     t = s.replace(" ", "")
     if re.fullmatch(r"[+-]?\d{1,3}(,\d{3})+(\.\d+)?", t):
         t = t.replace(",", "")
     if len(t) > 4000:
         return None
+    m = re.fullmatch(r"([+-]?(?:\d+\.?\d*|\.\d+))(?:[eE]|\\(?:times|cdot)10\^)\{?([+-]?\d{1,4})\}?", t)
+    if m:
+        return Fraction(m.group(1)) * Fraction(10) ** int(m.group(2))
     if re.fullmatch(r"[+-]?(\d+\.?\d*|\.\d+)", t):
         return Fraction(t)
+    m = re.fullmatch(r"([+-]?)(\d*)\.(\d*)\\overline\{?(\d+)\}?", t)
+    if m:
+        head, rep = m.group(3), m.group(4)
+        value = int(m.group(2) or 0) + (Fraction(int(head or 0)) + Fraction(int(rep), 10 ** len(rep) - 1)) / 10 ** len(head)
+        return -value if m.group(1) == "-" else value
     m = re.fullmatch(r"([+-]?)\\frac\{([+-]?\d+)\}\{([+-]?\d+)\}", t) or \
         re.fullmatch(r"([+-]?)\\frac(\d)(\d)", t) or re.fullmatch(r"([+-]?)(\d+)/(\d+)", t)
     if m and int(m.group(3)) != 0:
@@ -144,11 +201,13 @@ def _split_top(s, seps=(",",)):
     return parts
 
 
-_MATRIX = re.compile(r"^\\begin\{(p|b|B|v|V|small|)matrix\}(.*)\\end\{\1matrix\}$", re.S)
+_MATRIX = re.compile(r"^[(\[]?\s*\\begin\{(?:(p|b|B|v|V|small|)matrix|array\}\{[^{}]*)\}(.*)\\end\{(?:\1matrix|array)\}\s*[)\]]?$",
+                     re.S)
 
 
 def _structure(s):
-    """('set' | 'list' | '(]' brackets | 'matrix', [elements]) for compound answers, else ('atom', s)."""
+    """('set' | 'list' | '(]' brackets | 'union' | 'matrix' | 'det', [elements]) for compound answers,
+    else ('atom', s). Lists of roots may be joined by commas, `or`, `and` or semicolons."""
     m = _MATRIX.match(s)
     if m:
         kind = "det" if m.group(1) in ("v", "V") else "matrix"
@@ -157,14 +216,12 @@ def _structure(s):
         return "set", _split_top(s[2:-2])
     if len(s) >= 2 and s[0] in "([" and s[-1] in ")]" and _balanced_inside(s):
         return s[0] + s[-1], _split_top(s[1:-1])
-    if "\\pm" in s and s.count("\\pm") == 1 and "," not in s:
-        a, b = s.split("\\pm")
-        return "set", [f"{a}+{b}".strip("+"), f"{a}-{b}" if a.strip() else f"-{b}"]
-    for sep in ("\\cup",):
-        if sep in s and len(_split_top(s, (sep,))) > 1:
-            return "union", _split_top(s, (sep,))
+    if s.count("\\pm") == 1 and "," not in s:  # 1 \pm \sqrt{2}, \frac{-1 \pm \sqrt{5}}{2}
+        return "set", [s.replace("\\pm", "+"), s.replace("\\pm", "-")]
+    if "\\cup" in s and len(_split_top(s, ("\\cup",))) > 1:
+        return "union", _split_top(s, ("\\cup",))
     if not re.fullmatch(r"[+-]?\d{1,3}(,\d{3})+(\.\d+)?", s.replace(" ", "")):
-        parts = _split_top(s, (",", "\\text{ and }", " and ", ";"))
+        parts = [p for p in _split_top(s, (",", " or ", " and ", ";")) if p]
         if len(parts) > 1:
             return "set", parts
     return "atom", s
@@ -182,11 +239,80 @@ def _balanced_inside(s):
 
 
 def _sympy(s):
-    """LaTeX -> sympy through math-verify's LaTeX parser (never sympify on raw text); None if it fails."""
+    """LaTeX -> (sympy expression, has_decimals) through math-verify's LaTeX parser, never sympify on raw
+    text; None if it fails. Decimals become exact fractions first, so 0.333 is 333/1000, never 1/3; the
+    flag says the answer was written with decimals (an approximation)."""
+    from latex2sympy2_extended.math_normalization import NormalizationConfig
     from math_verify import LatexExtractionConfig, parse
 
-    out = parse(f"${s}$", extraction_config=[LatexExtractionConfig()], parsing_timeout=None)
-    return out[0] if out else None
+    s = re.sub(r"(?<![\d.])(\d+(?:\.\d*)?|\.\d+)[eE]([+-]?\d+)(?![\d.])", r"\1\\times10^{\2}", s)  # 1.5e-3
+    decimals = False
+
+    def exact(m):
+        nonlocal decimals
+        decimals = True
+        whole, frac = m.group(1) or "0", m.group(2)
+        return f"\\frac{{{whole}{frac}}}{{1{'0' * len(frac)}}}"
+    s = re.sub(r"(?<![\d.])(\d*)\.(\d+)(?![\d.])", exact, s)
+    config = LatexExtractionConfig(normalization_config=NormalizationConfig(
+        basic_latex=True, units=False, malformed_operators=False, nits=False, boxed="none", equations=False))
+    out = parse(f"${s}$", extraction_config=[config], parsing_timeout=None)
+    return (out[0], decimals) if out else None
+
+
+def _computable(x):
+    """No integer power, factorial or binomial too big to evaluate exactly in a moment."""
+    import sympy
+
+    for node in sympy.preorder_traversal(x):
+        if isinstance(node, sympy.Pow) and node.exp.is_number:
+            if not (node.exp.is_Rational and abs(node.exp) <= 10_000) and node.base.is_number and node.base not in (0, 1, -1):
+                return False
+        if isinstance(node, (sympy.factorial, sympy.binomial)) and any(a.is_number and not (a.is_Integer and abs(a) <= 5000)
+                                                                      for a in node.args):
+            return False
+    return True
+
+
+def _numbers_equal(x, y, x_approx, y_approx):
+    """Two constants. Exact ones compare exactly, symbolically; a tolerance (relative 1e-9) only when one
+    side is a decimal approximation and the other an irrational finite number."""
+    import sympy
+
+    x, y = x.doit(), y.doit()
+    if not (x.is_finite and y.is_finite):  # oo, -oo, zoo and nan equal only themselves
+        return x == y and x is not sympy.nan
+    if x.is_Rational and y.is_Rational:
+        return x == y
+    d = x - y
+    try:
+        dv = complex(sympy.N(d, 30))
+        scale = max(1.0, abs(complex(sympy.N(x, 30))), abs(complex(sympy.N(y, 30))))
+    except (TypeError, ValueError, OverflowError):
+        return False
+    if abs(dv) <= 1e-20 * scale and (sympy.simplify(d) == 0 or d.equals(0) is True):
+        return True
+    approx_vs_irrational = (x_approx and not y_approx and y.is_Rational is False) or \
+        (y_approx and not x_approx and x.is_Rational is False)
+    return approx_vs_irrational and abs(dv) <= 1e-9 * scale
+
+
+def _expressions_equal(x, y):
+    """Expressions with free symbols: a zero difference (expanded, or simplified after a random-point check)."""
+    import sympy
+
+    d = x - y
+    if sympy.expand(d) == 0:
+        return True
+    symbols = sorted(d.free_symbols, key=str)
+    for point in (0.5772, 1.3247):  # a difference that is non-zero at a point is not identically zero
+        try:
+            value = complex(d.subs({s: point + k / 7 for k, s in enumerate(symbols)}).evalf(30))
+            if abs(value) > 1e-12:
+                return False
+        except (TypeError, ValueError, ZeroDivisionError):
+            break
+    return sympy.simplify(d) == 0
 
 
 def _scalar_equal(a, b):
@@ -195,44 +321,57 @@ def _scalar_equal(a, b):
     ra, rb = _rational(a), _rational(b)
     if ra is not None and rb is not None:
         return ra == rb  # exact: 0.333 != 1/3, huge integers digit by digit
-    if re.fullmatch(r"[A-Za-z][A-Za-z ]+", a) or re.fullmatch(r"[A-Za-z][A-Za-z ]+", b):
-        return a.lower().replace(" ", "") == b.lower().replace(" ", "")  # words, not products of symbols
+    letters = lambda s: re.fullmatch(r"[A-Za-z]+(?: [A-Za-z]+)*", s) is not None
+    if letters(a) and letters(b) and len(a) > 2 and a.lower() == b.lower():
+        return True  # YES = Yes
+    if letters(a) and (len(a) > 3 or " " in a) or letters(b) and (len(b) > 3 or " " in b):
+        return False  # words (Monday, Evelyn) equal only as words; products of symbols (ab = ba) go on
     import sympy
 
-    x, y = _sympy(a), _sympy(b)
-    if x is None or y is None or not isinstance(x, sympy.Basic) or not isinstance(y, sympy.Basic):
+    px, py = _sympy(a), _sympy(b)
+    if px is None or py is None:
         return False
-    if isinstance(x, sympy.Eq) or isinstance(y, sympy.Eq):
-        return isinstance(x, sympy.Eq) and isinstance(y, sympy.Eq) and (
-            sympy.simplify((x.lhs - x.rhs) - (y.lhs - y.rhs)) == 0 or sympy.simplify((x.lhs - x.rhs) + (y.lhs - y.rhs)) == 0)
-    if not x.free_symbols and not y.free_symbols:  # numeric tolerance, then exact symbolic
-        try:
-            fx, fy = complex(sympy.N(x, 30)), complex(sympy.N(y, 30))
-            if abs(fx - fy) <= 1e-9 * max(1.0, abs(fx), abs(fy)):
-                return True
-        except (TypeError, ValueError, OverflowError):
-            pass
-    try:
-        return bool(sympy.simplify(x - y) == 0)
-    except Exception:
+    (x, x_approx), (y, y_approx) = px, py
+    if not all(isinstance(e, sympy.Basic) and _computable(e) for e in (x, y)):
         return False
+    if isinstance(x, sympy.Eq) or isinstance(y, sympy.Eq):  # equations: the same up to a non-zero factor
+        if not (isinstance(x, sympy.Eq) and isinstance(y, sympy.Eq)):
+            return False
+        ex, ey = x.lhs - x.rhs, y.lhs - y.rhs
+        if sympy.simplify(ey) == 0:
+            return sympy.simplify(ex) == 0
+        ratio = sympy.simplify(ex / ey)
+        return not ratio.free_symbols and ratio.is_finite is True and ratio != 0
+    if not isinstance(x, sympy.Expr) or not isinstance(y, sympy.Expr):
+        return x == y  # sets, intervals, relations: structurally equal
+    if not x.free_symbols and not y.free_symbols:
+        return _numbers_equal(x, y, x_approx, y_approx)
+    return _expressions_equal(x, y)
 
 
 def _equal(pred, gold):
     p, g = _clean(pred), _clean(gold)
     if p == g:
         return True
-    if "=" in p and "=" not in g:
-        p = _strip_lhs(p)
-    if "=" in g and "=" not in p:
-        g = _strip_lhs(g)
+    if _choice(g):  # multiple choice: the letter decides, in any spelling
+        return _choice(p, loose=True) == _choice(g)
+    if _EMPTY.fullmatch(p) or _EMPTY.fullmatch(g):
+        return bool(_EMPTY.fullmatch(p) and _EMPTY.fullmatch(g))
+    relation = lambda s: "=" in s or re.search(r"\\in(?![a-zA-Z])", s) is not None
+    sp, sg = _split_lhs(p), _split_lhs(g)
+    if sp and sg and sp[0] == sg[0]:  # x = 3 against x = 3.0: the right sides decide
+        p, g = sp[1], sg[1]
+    elif sp and not relation(g):  # x = 3 against 3
+        p = sp[1]
+    elif sg and not relation(p):
+        g = sg[1]
     if p == g:
         return True
     (kp, ep), (kg, eg) = _structure(p), _structure(g)
     if kp != kg:
         return False
     if kp == "atom":
-        return _scalar_equal(ep, eg)
+        return _scalar_equal(p, g)
     if kp in ("matrix", "det"):
         return len(ep) == len(eg) and all(len(r) == len(s) and all(_equal(x, y) for x, y in zip(r, s))
                                           for r, s in zip(ep, eg))
@@ -255,8 +394,8 @@ def _gold_text(gold):
         return str(gold)
     if isinstance(gold, int):
         return str(gold)
-    if isinstance(gold, float):
-        return repr(gold) if not gold.is_integer() else str(int(gold))
+    if isinstance(gold, float):  # the shortest decimal that is this float: 6.02e+23, 0.1, 2.0
+        return repr(gold) if math.isfinite(gold) else "\\infty" if gold > 0 else "-\\infty" if gold < 0 else "nan"
     gold = str(gold).strip()
     if re.fullmatch(r"\$?\\boxed\{.*\}\$?", gold, re.S):  # a gold that is one boxed expression
         return extract_answer(gold) or gold
@@ -275,99 +414,274 @@ def _math_check(response, gold):
 
 
 # =====================================================================================
-# Code: sandboxed execution
+# Code: which block to grade, and how outputs are compared (in the parent, never in the sandbox)
 # =====================================================================================
-_FENCE = re.compile(r"```[ \t]*(?:python3?|py)?[ \t]*\n(.*?)```", re.S | re.I)
+_PYTHON = ("", "python", "python3", "py")
 
-# The driver runs inside the sandbox: it executes the solution on every test and writes one JSON
-# verdict with a nonce to the fd it saved before the solution ran. Exiting early (sys.exit, os._exit)
-# before all tests ran leaves no verdict, so the item fails.
-_DRIVER = r'''
-import io, json, os, sys
-spec = json.load(open("spec.json"))
-out = os.fdopen(os.dup(1), "w")
-src = open("solution.py").read()
-code = compile(src, "solution.py", "exec")
-ok = True
-def run_stdin(inp):
-    with open("in.txt", "w") as f:
-        f.write(inp)
-    fin, fout = os.open("in.txt", os.O_RDONLY), os.open("out.txt", os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
-    os.dup2(fin, 0); os.dup2(fout, 1)
-    sys.stdin = io.TextIOWrapper(io.FileIO(0, closefd=False))
-    sys.stdout = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), write_through=True)
+
+def _python_blocks(text):
+    """The bodies of the fenced blocks of `text` marked python (or unmarked), in order. A block opens at
+    a line starting with ``` and closes at the next such line; an unclosed block does not count."""
+    blocks, lang, body = [], None, []
+    for line in text.split("\n"):
+        fence = line.strip().startswith("```")
+        if lang is None and fence:
+            lang, body = line.strip()[3:].strip().lower(), []
+        elif fence:
+            if lang in _PYTHON:
+                blocks.append("\n".join(body) + "\n")
+            lang = None
+        elif lang is not None:
+            body.append(line)
+    return blocks
+
+
+def extract_code(response, entry_point=None):
+    """The fenced python block to grade: the last block that defines `entry_point` (a function name)
+    when one does, else the last block. None without a closed python block."""
+    blocks = _python_blocks(response) if isinstance(response, str) else []
+    if entry_point:
+        defines = re.compile(rf"^[ \t]*(?:async[ \t]+)?def[ \t]+{re.escape(entry_point)}[ \t]*\(", re.M)
+        blocks = [b for b in blocks if defines.search(b)] or blocks
+    return blocks[-1] if blocks else None
+
+
+FLOAT_TOLERANCE = 1e-6  # absolute, or relative to the expected value, for expected numbers written as floats
+_FLOAT = re.compile(r"[+-]?(?:\d+\.\d*|\.\d+|\d+(?:\.\d*)?[eE][+-]?\d+)")
+
+
+def _close(got, expected):
+    return math.isfinite(got) and abs(got - expected) <= FLOAT_TOLERANCE * max(1.0, abs(expected))
+
+
+def _token_matches(got, expected):
+    """Equal text, or, when the expected token is written as a float, a number within the tolerance."""
+    if got == expected:
+        return True
+    if not _FLOAT.fullmatch(expected):
+        return False
     try:
-        exec(code, {"__name__": "__main__"})
-    except SystemExit as e:
-        if e.code not in (None, 0):
-            return None
-    finally:
-        sys.stdout.flush()
-    return open("out.txt").read()
-lines = lambda s: [l.rstrip() for l in s.strip().splitlines()]
-if "inputs" in spec and "fn_name" not in spec:
-    for inp, exp in zip(spec["inputs"], spec["outputs"]):
-        got = run_stdin(inp)
-        ok = ok and got is not None and lines(got) == lines(exp)
-        if not ok:
-            break
-elif "fn_name" in spec:
-    g = {"__name__": "solution"}
-    exec(code, g)
-    f = getattr(g["Solution"](), spec["fn_name"]) if "Solution" in g else g[spec["fn_name"]]
-    for args, exp in zip(spec["inputs"], spec["outputs"]):
-        got = f(*args)
-        ok = ok and json.loads(json.dumps(got)) == exp
-        if not ok:
-            break
-else:
-    g = {"__name__": "__main__"}
-    exec(compile(src + "\n\n" + spec["assert"] + "\n", "solution.py", "exec"), g)
-out.write(json.dumps({"nonce": spec["nonce"], "ok": bool(ok)}))
-out.flush()
-'''
+        return _close(float(got), float(expected))
+    except ValueError:
+        return False
 
-# Inside the namespaces: the work dir stays writable, every other mount becomes read-only.
-_MOUNT_SCRIPT = r'''
-W="$1"; shift
-mount --bind "$W" "$W" || exit 97
-cd "$W" || exit 97
-for m in $(cut -d' ' -f2 /proc/self/mounts); do
-  case "$m" in /proc|/proc/*|/sys|/sys/*|/dev|/dev/pts|/dev/mqueue|"$W") ;;
-    *) mount -o remount,bind,ro "$m" 2>/dev/null ;; esac
-done
-exec "$@"
+
+def stdout_matches(got, expected):
+    """stdin/stdout tests, compared as the public harnesses do: the same non-blank lines, each with the
+    same whitespace-separated tokens; a token expected as a float matches within FLOAT_TOLERANCE."""
+    rows = lambda s: [line.split() for line in s.splitlines() if line.strip()]
+    g, e = rows(got), rows(expected)
+    return len(g) == len(e) and all(len(a) == len(b) and all(map(_token_matches, a, b)) for a, b in zip(g, e))
+
+
+def value_matches(got, expected):
+    """fn_name tests: equal JSON values (tuples arrive as lists), floats within FLOAT_TOLERANCE, bools
+    only equal to bools. An expected value wrapped in a one-element list (APPS writes call-based outputs
+    so) also accepts the bare value."""
+    def same(a, b):
+        if isinstance(a, bool) or isinstance(b, bool):
+            return a is b
+        if isinstance(a, (int, float)) and isinstance(b, (int, float)):
+            return a == b if isinstance(a, int) and isinstance(b, int) else a == b or _close(a, b)
+        if isinstance(a, list) and isinstance(b, list):
+            return len(a) == len(b) and all(map(same, a, b))
+        if isinstance(a, dict) and isinstance(b, dict):
+            return a.keys() == b.keys() and all(same(a[k], b[k]) for k in b)
+        return type(a) is type(b) and a == b
+    return same(got, expected) or (isinstance(expected, list) and len(expected) == 1 and same(got, expected[0]))
+
+
+# =====================================================================================
+# Code: the sandbox
+# =====================================================================================
+# The driver runs inside the sandbox. It reads one JSON request from stdin (the tests' inputs, never
+# their expected outputs; for assert tests the test source and a nonce), confines itself (confine),
+# prints "confined", runs the solution and prints one JSON report. The report channel is the original
+# stdout; the solution's own output goes to /dev/null (call, assert) or to a file per test (stdin).
+#   stdin:  each input runs in a fresh fork of the driver as __main__; the report holds each stdout
+#           and whether the run exited cleanly. The parent compares them with the expected outputs.
+#   call:   the program is loaded as module `solution` (so a demo `if __name__ == "__main__":` block does
+#           not run); the report holds the JSON of each return value, for the parent to compare.
+#   assert: the program, then the tests, run in-process as module `solution`, as in HumanEval's
+#           harness, the tests with the builtins as they were before the program ran. Only a run that
+#           reaches the end reports {"nonce": ..., "ok": true}: an early exit or exit hook reports nothing.
+_DRIVER = r'''
+import ctypes, io, json, os, re, sys
+
+def confine(mounts, uid):
+    """As root of fresh namespaces: a private mount tree where only the work dir is writable, a minimal
+    /dev, a read-only /proc/sys, empty home dirs. Then drop every capability, and to `uid` if given."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_char_p]
+    def mount(src, dst, flags, fstype=None, data=None):
+        enc = lambda s: s.encode() if s else None
+        if libc.mount(enc(src), enc(dst), enc(fstype), flags, enc(data)) != 0:
+            raise OSError(ctypes.get_errno(), f"mount {dst}")
+    RDONLY, NOSUID, NODEV, NOEXEC, REMOUNT, BIND, REC, PRIVATE = 1, 2, 4, 8, 32, 4096, 16384, 1 << 18
+    work = os.getcwd()
+    if mounts:
+        mount(None, "/", REC | PRIVATE)  # nothing below propagates to the host
+        nodes = {f"/dev/{n}": os.open(f"/dev/{n}", os.O_PATH) for n in ("null", "zero", "random", "urandom")}
+        mount("tmpfs", "/dev", NOSUID | NOEXEC, "tmpfs", "size=64k,mode=755")
+        for path, fd in nodes.items():
+            open(path, "w").close()
+            mount(f"/proc/self/fd/{fd}", path, BIND)
+            os.close(fd)
+        python = {os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)}
+        python.add(os.path.dirname(os.path.dirname(os.path.realpath(sys.executable))))
+        for d in ("/root", "/home"):  # emptied, but for the Python installation, bound back
+            if os.path.isdir(d):
+                keep = {p: os.open(p, os.O_PATH) for p in python if p.startswith(d + "/")}
+                mount("tmpfs", d, NOSUID | NODEV, "tmpfs", "size=64k,mode=755")
+                for p, fd in keep.items():
+                    os.makedirs(p, mode=0o755, exist_ok=True)
+                    mount(f"/proc/self/fd/{fd}", p, BIND | REC)
+                    os.close(fd)
+        mount(work, work, BIND)
+        mount("/proc/sys", "/proc/sys", BIND | REC)
+        for line in open("/proc/self/mounts").read().splitlines():
+            m = re.sub(r"\\([0-7]{3})", lambda x: chr(int(x[1], 8)), line.split()[1])
+            if m in nodes or m == work or (m.startswith("/proc") and m != "/proc/sys"):
+                continue
+            try:
+                f = os.statvfs(m).f_flag  # keep the flags a user namespace locks: nosuid, nodev, noexec, atime
+            except FileNotFoundError:  # covered by a mount made above
+                continue
+            flags = f & (NOSUID | NODEV | NOEXEC | 1024 | 2048) | (1 << 21 if f & 4096 else 0)
+            mount(None, m, REMOUNT | BIND | RDONLY | flags)
+        os.chdir(work)  # enter the writable bind mount (the old cwd is now read-only)
+    for cap in range(64):  # an empty bounding set: no exec can grant a capability again
+        if libc.prctl(24, cap, 0, 0, 0) != 0 and ctypes.get_errno() == 22:
+            break
+    if uid:
+        os.setgroups([])
+        os.setresgid(uid, uid, uid)
+        os.setresuid(uid, uid, uid)
+    class Header(ctypes.Structure):
+        _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+    libc.capset(ctypes.byref(Header(0x20080522, 0)), ctypes.byref((ctypes.c_uint32 * 6)()))  # no capability
+    if libc.prctl(38, 1, 0, 0, 0) != 0:  # no_new_privs: setuid files grant nothing
+        raise OSError(ctypes.get_errno(), "no_new_privs")
+    caps = re.findall(r"^Cap(?:Inh|Prm|Eff|Amb):\s*(\w+)", open("/proc/self/status").read(), re.M)
+    if len(caps) != 4 or any(int(c, 16) for c in caps) or (uid and os.getuid() != uid):
+        raise OSError("privileges remain")
+
+def run_stdin(code, inp, devnull, report, limit):
+    with open("input.txt", "w") as f:
+        f.write(inp)
+    pid = os.fork()
+    if pid == 0:
+        status = 1
+        try:
+            os.close(report)
+            os.dup2(os.open("input.txt", os.O_RDONLY), 0)
+            os.dup2(os.open("output.txt", os.O_WRONLY | os.O_CREAT | os.O_TRUNC), 1)
+            sys.stdin = io.TextIOWrapper(io.FileIO(0, closefd=False))
+            sys.stdout = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), write_through=True)
+            try:
+                exec(code, {"__name__": "__main__"})
+                status = 0
+            except SystemExit as e:
+                status = 0 if e.code in (None, 0) else 1
+            sys.stdout.flush()
+        finally:
+            os._exit(status)
+    _, st = os.waitpid(pid, 0)
+    with open("output.txt", "rb") as f:
+        return {"ok": os.waitstatus_to_exitcode(st) == 0, "out": f.read(limit).decode("utf-8", "replace")}
+
+def main():
+    req = json.loads(sys.stdin.read())
+    try:
+        confine(req["mounts"], req["uid"])
+    except OSError as e:
+        print(f"sandbox: {e}", file=sys.stderr)
+        sys.exit(97)
+    devnull = os.open("/dev/null", os.O_RDWR)
+    report = os.dup(1)
+    for fd in (0, 1, 2):
+        os.dup2(devnull, fd)
+    write, dumps, run, build, exit_now = os.write, json.dumps, exec, compile, os._exit
+    write(report, b"confined\n")
+    code = build(open("solution.py").read(), "solution.py", "exec")
+    if req["mode"] == "stdin":
+        out = [run_stdin(code, inp, devnull, report, req["output_limit"]) for inp in req["inputs"]]
+        write(report, dumps({"results": out}).encode())
+        exit_now(0)
+    pristine = dict(vars(__builtins__))
+    g = {"__name__": "solution", "__builtins__": dict(pristine)}
+    if req["mode"] == "call":
+        results = []
+        try:
+            run(code, g)
+            for args in req["inputs"]:
+                f = getattr(g["Solution"](), req["fn_name"]) if "Solution" in g else g[req["fn_name"]]
+                results.append(dumps(f(*args)))
+        except BaseException:
+            pass
+        write(report, dumps({"results": results}).encode())
+        exit_now(0)
+    nonce = req.pop("nonce")
+    try:
+        run(code, g)
+        run(build(req["assert"], "tests.py", "exec"), dict(g, __builtins__=pristine))
+    except BaseException:
+        exit_now(1)
+    write(report, dumps({"nonce": nonce, "ok": True}).encode())
+    exit_now(0)
+
+main()
 '''
 
 LIMITS = {  # resource limits of a sandboxed program
     "address_space": 1 << 30, "file_size": 16 << 20, "open_files": 64, "processes": 64, "output": 1 << 20}
-_NAMESPACES = None
 
 
-def _namespaces_available():
-    """Linux user/net/pid/mount namespaces through `unshare`; checked once, warned once if missing."""
-    global _NAMESPACES
-    if _NAMESPACES is None:
-        ok = shutil.which("unshare") is not None
-        if ok:
+class SandboxError(RuntimeError):
+    """The sandbox itself failed: an infrastructure failure, never a verdict on the code."""
+
+
+_MODE = None
+
+
+def _sandbox_mode():
+    """How to isolate, checked once: 'root-ns' (the caller is root: Linux namespaces made as root, code
+    run as a fresh unprivileged uid), 'user-ns' (an unprivileged caller: namespaces through a user
+    namespace whose root is the caller), or 'none' (no namespaces; a root caller still drops to a fresh
+    uid). A warning says what is missing."""
+    global _MODE
+    if _MODE is None:
+        _MODE = "none"
+        root = os.geteuid() == 0
+        flags = ["--net", "--pid", "--mount", "--fork", "--mount-proc"]
+        if shutil.which("unshare"):
             try:
-                ok = subprocess.run(["unshare", "--user", "--map-root-user", "--net", "--pid", "--mount", "--fork",
-                                     "--mount-proc", "true"], capture_output=True, timeout=10).returncode == 0
+                cmd = ["unshare"] + ([] if root else ["--user", "--map-root-user"]) + flags + ["true"]
+                if subprocess.run(cmd, capture_output=True, timeout=30).returncode == 0:
+                    _MODE = "root-ns" if root else "user-ns"
             except (OSError, subprocess.TimeoutExpired):
-                ok = False
-        if not ok:
-            warnings.warn("unshare with user namespaces is unavailable: code runs without network and filesystem "
-                          "isolation (separate interpreter, temp dir, resource limits and process-group kill remain)")
-        _NAMESPACES = ok
-    return _NAMESPACES
+                pass
+        if _MODE == "none":
+            warnings.warn("rewards: Linux namespaces are unavailable, so sandboxed code runs without network and "
+                          "file-system isolation (a fresh interpreter, a temp dir, resource limits, a process-group "
+                          "kill and, for a root caller, a fresh unprivileged uid remain)")
+            prefix = path = os.path.realpath(sys.base_prefix)
+            enterable = True
+            while path != "/":
+                enterable = enterable and bool(os.stat(path).st_mode & stat.S_IXOTH)
+                path = os.path.dirname(path)
+            if root and not enterable:
+                warnings.warn(f"rewards: Python lives in {prefix}, which other users cannot enter: sandboxed code "
+                              "that imports a module the driver did not load will fail")
+    return _MODE
 
 
 _CGROUP_ROOT = None
 
 
 def _new_pids_cgroup():
-    """A fresh pids cgroup capped at LIMITS["processes"]: it bounds a fork bomb even for root, whom
-    RLIMIT_NPROC does not bind. None where this process may not make one (then a warning, once)."""
+    """A fresh pids cgroup capped at LIMITS["processes"]: it bounds a fork bomb whatever the uid. None
+    where this process may not make one (then a warning, once)."""
     global _CGROUP_ROOT
     if _CGROUP_ROOT is None:
         _CGROUP_ROOT = ""
@@ -383,8 +697,8 @@ def _new_pids_cgroup():
                 _CGROUP_ROOT = root
                 break
         if not _CGROUP_ROOT:
-            warnings.warn("no writable pids cgroup: a fork bomb is bounded by RLIMIT_NPROC (not for root), "
-                          "the timeout and the PID namespace only")
+            warnings.warn("rewards: no writable pids cgroup: a fork bomb is bounded by RLIMIT_NPROC, the timeout "
+                          "and the PID namespace only")
     if not _CGROUP_ROOT:
         return None
     path = os.path.join(_CGROUP_ROOT, f"rlvr-{os.getpid()}-{os.urandom(4).hex()}")
@@ -395,11 +709,11 @@ def _new_pids_cgroup():
 
 
 def _limit_resources(cpu_seconds, cgroup):
-    def apply():
+    def apply():  # in the child, before exec
         if cgroup:
             with open(os.path.join(cgroup, "cgroup.procs"), "w") as f:
                 f.write(str(os.getpid()))
-        os.setsid()  # own session: a timeout kills the whole process group
+        os.setsid()  # its own session: a timeout kills the whole process group
         for what, value in ((resource.RLIMIT_AS, LIMITS["address_space"]), (resource.RLIMIT_FSIZE, LIMITS["file_size"]),
                             (resource.RLIMIT_NOFILE, LIMITS["open_files"]), (resource.RLIMIT_NPROC, LIMITS["processes"]),
                             (resource.RLIMIT_CPU, int(cpu_seconds) + 1), (resource.RLIMIT_CORE, 0)):
@@ -407,30 +721,33 @@ def _limit_resources(cpu_seconds, cgroup):
     return apply
 
 
-def _kill_tree(proc, cgroup, namespaced):
-    """With namespaces, kill the namespace's init (unshare's child) first: the kernel then ends every
-    process in the PID namespace, and unshare exits only once they are gone. Then the process group and
-    whatever the cgroup still holds."""
-    if namespaced:
+def _kill_all(proc, cgroup, mode, uid):
+    """End everything the sandbox started. With namespaces, killing the PID namespace's init (unshare's
+    child) makes the kernel end every process in it. Then the process group; then, for a fresh uid,
+    every process of that uid; then whatever the cgroup still holds."""
+    if mode != "none":
         try:
             with open(f"/proc/{proc.pid}/task/{proc.pid}/children") as f:
                 children = [int(c) for c in f.read().split()]
         except OSError:
             children = []
         for pid in children:
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        try:
+        with contextlib.suppress(subprocess.TimeoutExpired):
             proc.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            pass
-    try:
+    with contextlib.suppress(ProcessLookupError):
         os.killpg(proc.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
     proc.wait()
+    if uid and mode == "none":  # a daemon that left the process group: kill(-1) as that uid reaches it
+        pid = os.fork()
+        if pid == 0:
+            try:
+                os.setresuid(uid, uid, uid)
+                os.kill(-1, signal.SIGKILL)
+            finally:
+                os._exit(0)
+        os.waitpid(pid, 0)
     if cgroup:
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
@@ -439,107 +756,194 @@ def _kill_tree(proc, cgroup, namespaced):
             if not left:
                 break
             for pid in left:
-                try:
+                with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
             time.sleep(0.01)
-        try:
+        with contextlib.suppress(OSError):
             os.rmdir(cgroup)
-        except OSError:
-            pass
 
 
-def _sandbox_run(files, timeout):
-    """Run driver.py over `files` in a fresh temp dir; returns the verdict channel's text ('' on timeout).
+def _run_sandboxed(program, request, timeout):
+    """Run `program` under the driver in a fresh temp dir. Returns the driver's report (a dict), or None
+    when the run overran `timeout` or ended before reporting; raises SandboxError when confinement failed.
 
-    Layers: separate interpreter (python -I -B), fresh temp working directory, minimal environment,
-    resource limits (address space, CPU time, file size, open files, processes; a pids cgroup where one
-    can be made), its own session killed as a group at the deadline, capped output; where Linux namespaces are available, no network, its own
-    PID namespace (everything in it dies with it) and every mount but the temp dir read-only.
-    """
+    Layers: a separate interpreter (python -I -B) in a fresh temp working directory, an empty
+    environment, resource limits (address space, CPU time, file size, open files, processes; a pids
+    cgroup where one can be made), its own session killed as a group at the deadline. A root caller's
+    code runs as a fresh unprivileged uid without capabilities. With Linux namespaces (root, or a user
+    namespace): no network, its own PID namespace and /proc, every mount but the temp dir read-only,
+    a minimal /dev, read-only /proc/sys, empty /root and /home."""
+    mode = _sandbox_mode()
+    uid = 0x70000000 + int.from_bytes(os.urandom(3), "big") if os.geteuid() == 0 else 0  # unused by any system
     work = tempfile.mkdtemp(prefix="rlvr-code-")
     try:
-        for name, text in files.items():
+        for name, text in (("driver.py", _DRIVER), ("solution.py", program)):
             with open(os.path.join(work, name), "w") as f:
                 f.write(text)
+        if uid:
+            for path in (work, os.path.join(work, "solution.py")):
+                os.chown(path, uid, uid)
         cmd = [sys.executable, "-I", "-B", "driver.py"]
-        namespaced = _namespaces_available()
-        if namespaced:
-            cmd = ["unshare", "--user", "--map-root-user", "--net", "--pid", "--mount", "--fork", "--mount-proc",
-                   "--kill-child", "sh", "-c", _MOUNT_SCRIPT, "sandbox", work] + cmd
+        if mode != "none":
+            cmd = (["unshare"] + (["--user", "--map-root-user"] if mode == "user-ns" else []) +
+                   ["--net", "--pid", "--mount", "--fork", "--mount-proc", "--kill-child", "--propagation", "private"] + cmd)
         env = {"PATH": "/usr/bin:/bin", "HOME": work, "LANG": "C.UTF-8", "PYTHONHASHSEED": "0"}
+        request = dict(request, mounts=mode != "none", uid=uid, output_limit=LIMITS["output"])
         cgroup = _new_pids_cgroup()
-        with tempfile.TemporaryFile() as verdict:
-            proc = subprocess.Popen(cmd, cwd=work, env=env, stdin=subprocess.DEVNULL, stdout=verdict,
-                                    stderr=subprocess.DEVNULL, preexec_fn=_limit_resources(timeout, cgroup))
+        with tempfile.TemporaryFile() as channel, tempfile.TemporaryFile() as log:
+            proc = subprocess.Popen(cmd, cwd=work, env=env, stdin=subprocess.PIPE, stdout=channel, stderr=log,
+                                    preexec_fn=_limit_resources(timeout, cgroup))
             try:
-                proc.wait(timeout=timeout)
-            except subprocess.TimeoutExpired:
+                proc.communicate(json.dumps(request).encode(), timeout=timeout)
+            except (subprocess.TimeoutExpired, BrokenPipeError):
                 pass
             finally:
-                _kill_tree(proc, cgroup, namespaced)
-            verdict.seek(0)
-            return verdict.read(LIMITS["output"]).decode("utf-8", "replace")
+                _kill_all(proc, cgroup, mode, uid)
+            channel.seek(0)
+            text = channel.read((len(request.get("inputs", ())) + 1) * (LIMITS["output"] + 1024)).decode("utf-8", "replace")
+            if proc.returncode == 97 or (not text.startswith("confined\n") and proc.returncode not in (-9, None)):
+                log.seek(0)
+                raise SandboxError(f"the sandbox failed before running the code (exit {proc.returncode}): "
+                                   f"{log.read(2000).decode('utf-8', 'replace').strip()}")
     finally:
         shutil.rmtree(work, ignore_errors=True)
-
-
-def extract_code(response):
-    blocks = _FENCE.findall(response) if isinstance(response, str) else []
-    return blocks[-1] if blocks else None
-
-
-def code_reward(response, tests, timeout=CODE_TIMEOUT):
-    """1.0 when the last fenced python block passes every test, else 0.0. `tests` (dict or JSON string):
-    {"inputs": [stdin], "outputs": [stdout]} | {"fn_name", "inputs": [arg lists], "outputs"} | {"assert": src}."""
     try:
-        code = extract_code(response)
-        if code is None:
+        return json.loads(text.split("\n", 1)[1])
+    except (IndexError, ValueError):
+        return None
+
+
+def _program(setup, code):
+    """Setup code (a HumanEval prompt, MBPP's test_setup_code) runs before the solution. A solution that
+    starts indented is a bare function body and continues the setup's last `def`."""
+    if not setup:
+        return code
+    if code.lstrip("\n")[:1] in (" ", "\t"):
+        return setup.rstrip("\n") + "\n" + code
+    return setup + "\n" + code
+
+
+def _check_spec(tests):
+    """Test specs as dicts; a malformed one is the caller's error, raised before any work."""
+    spec = json.loads(tests) if isinstance(tests, str) else dict(tests)
+    if "assert" in spec:
+        if not isinstance(spec["assert"], str):
+            raise ValueError("code tests: 'assert' must hold test source code")
+    elif "inputs" in spec and "outputs" in spec:
+        if len(spec["inputs"]) != len(spec["outputs"]):
+            raise ValueError(f"code tests: {len(spec['inputs'])} inputs but {len(spec['outputs'])} outputs")
+        if "fn_name" not in spec and not all(isinstance(x, str) for x in spec["inputs"] + spec["outputs"]):
+            raise ValueError("code tests: stdin inputs and outputs must be strings")
+        if "fn_name" in spec and not all(isinstance(x, list) for x in spec["inputs"]):
+            raise ValueError("code tests: fn_name inputs must be lists of arguments")
+    else:
+        raise ValueError(f"code tests need 'assert', or 'inputs' and 'outputs' (with 'fn_name' for calls); got {sorted(spec)}")
+    return spec
+
+
+def run_tests(code, tests, timeout=CODE_TIMEOUT):
+    """1.0 when `code` passes every test, else 0.0 (see code_reward for `tests`). Raises SandboxError
+    when the sandbox itself fails and ValueError for malformed tests."""
+    spec = _check_spec(tests)
+    if "assert" in spec:
+        nonce = os.urandom(16).hex()
+        report = _run_sandboxed(_program(spec.get("setup", ""), code),
+                                {"mode": "assert", "assert": spec["assert"], "nonce": nonce}, timeout)
+        return 1.0 if report == {"nonce": nonce, "ok": True} else 0.0
+    if "fn_name" in spec:
+        report = _run_sandboxed(_program(spec.get("setup", ""), code),
+                                {"mode": "call", "fn_name": spec["fn_name"], "inputs": spec["inputs"]}, timeout)
+        got = (report or {}).get("results", [])
+        try:
+            values = [json.loads(x) for x in got]
+        except (TypeError, ValueError):
             return 0.0
-        spec = json.loads(tests) if isinstance(tests, str) else dict(tests)
-        if not ("assert" in spec or ("inputs" in spec and "outputs" in spec)):
-            return 0.0
-        spec["nonce"] = os.urandom(16).hex()
-        text = _sandbox_run({"solution.py": code, "driver.py": _DRIVER, "spec.json": json.dumps(spec)}, timeout)
-        verdict = json.loads(text) if text.startswith("{") else {}
-        return 1.0 if verdict.get("nonce") == spec["nonce"] and verdict.get("ok") is True else 0.0
-    except Exception:
-        return 0.0
+        ok = len(values) == len(spec["outputs"]) and all(map(value_matches, values, spec["outputs"]))
+        return 1.0 if ok else 0.0
+    report = _run_sandboxed(code, {"mode": "stdin", "inputs": spec["inputs"]}, timeout)
+    got = (report or {}).get("results", [])
+    ok = len(got) == len(spec["outputs"]) and all(
+        isinstance(r, dict) and r.get("ok") is True and stdout_matches(str(r.get("out")), exp)
+        for r, exp in zip(got, spec["outputs"]))
+    return 1.0 if ok else 0.0
+
+
+def code_reward(response, tests, timeout=CODE_TIMEOUT, entry_point=None):
+    """1.0 when the graded python block of `response` passes every test, else 0.0.
+
+    tests (dict or JSON string), one of:
+      {"inputs": [stdin text], "outputs": [expected stdout]}          stdin programs
+      {"fn_name": name, "inputs": [argument lists], "outputs": [return values]}   call-based
+      {"assert": test source, "setup": code run first, "entry_point": name}     HumanEval/MBPP style
+    The graded block is the last one defining the entry point (`entry_point`, the spec's entry_point or
+    fn_name) when one does, else the last block. Raises SandboxError when the sandbox itself fails and
+    ValueError for malformed tests; a wrong, crashing or slow program scores 0.0.
+    """
+    spec = _check_spec(tests)
+    code = extract_code(response, entry_point or spec.get("entry_point") or spec.get("fn_name"))
+    return 0.0 if code is None else run_tests(code, spec, timeout)
 
 
 # =====================================================================================
 # Worker pool with per-item deadlines
 # =====================================================================================
-def _worker_loop(conn):
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
+# Workers are fresh interpreters that load this file (never the caller's __main__, so a script read from
+# stdin works and the trainer's imports are not repeated). An item's clock starts when it is sent to a
+# worker that reported ready. A worker that overruns is killed and replaced and the item scores 0 (a
+# timeout); a worker that fails to start raises; an item that crashes its worker, or whose sandbox
+# fails, scores 0 and counts as an error, and a batch in which every item errs raises.
+_BOOT = ("import importlib.util, sys; s = importlib.util.spec_from_file_location('rewards', sys.argv[1]); "
+         "m = importlib.util.module_from_spec(s); s.loader.exec_module(m); m._serve(int(sys.argv[2]))")
+STARTUP_TIMEOUT = 300.0  # seconds a new worker may take to import and report ready
+
+
+def _serve(fd):
+    """The worker's loop: warm up, report ready, then answer (kind, args) with (verdict, error)."""
+    conn = mp.connection.Connection(fd)
     logging.disable(logging.WARNING)  # math-verify logs every disabled timeout
+    _math_check("\\boxed{x^2}", "x \\cdot x")  # import sympy and math-verify's parser before the first clock
     fns = {"math": _math_check, "code": code_reward}
+    conn.send("ready")
     while True:
         try:
             kind, args = conn.recv()
         except EOFError:
             return
-        conn.send(fns[kind](*args))
-
-
-_POOL = []  # [(process, connection)]
+        try:
+            conn.send((fns[kind](*args), None))
+        except Exception as e:  # a sandbox or verifier failure, reported as such
+            conn.send((0.0, f"{type(e).__name__}: {e}"))
 
 
 def _start_worker():
-    ctx = mp.get_context("forkserver" if "forkserver" in mp.get_all_start_methods() else "spawn")
-    parent, child = ctx.Pipe()
-    proc = ctx.Process(target=_worker_loop, args=(child,), daemon=True)
-    proc.start()
-    child.close()
-    return proc, parent
+    here, there = socket.socketpair()
+    log = tempfile.TemporaryFile()
+    proc = subprocess.Popen([sys.executable, "-c", _BOOT, os.path.abspath(__file__), str(there.fileno())],
+                            pass_fds=[there.fileno()], stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+                            start_new_session=True)  # Ctrl-C in the terminal is the caller's to handle
+    there.close()
+    return {"proc": proc, "conn": mp.connection.Connection(here.detach()), "log": log,
+            "started": time.monotonic(), "ready": False}
 
 
-def _stop_worker(worker):
-    proc, conn = worker
-    proc.kill()
-    proc.join()
-    conn.close()
+def _stop_worker(w):
+    w["proc"].kill()
+    w["proc"].wait()
+    w["conn"].close()
+    w["log"].close()
+
+
+def _worker_failed_to_start(w):
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        w["proc"].wait(timeout=5)
+    w["log"].seek(0)
+    tail = w["log"].read()[-3000:].decode("utf-8", "replace").strip()
+    return RuntimeError(f"rewards: a verifier worker failed to start (exit code {w['proc'].poll()}); "
+                        f"its output:\n{tail}")
+
+
+_POOL = []
+_POOL_LOCK = threading.Lock()
 
 
 @atexit.register
@@ -548,55 +952,89 @@ def _shutdown():
         _stop_worker(_POOL.pop())
 
 
-def score_batch(responses, golds, kind="math", timeout=None, workers=None):
-    """Verdicts (1.0 / 0.0) for many responses in parallel worker processes.
+def score_batch(responses, golds, kind="math", timeout=None, workers=None, stats=None):
+    """Verdicts (1.0 / 0.0) for many responses, in parallel worker processes.
 
-    golds: gold answers (math) or test specs (code). `timeout` is the wall-clock limit of one item
-    (default MATH_TIMEOUT, or CODE_TIMEOUT for the sandboxed program, whose worker gets 5 s more to clean
-    up). A worker that overruns is killed and replaced; the item scores 0.
+    golds: gold answers (math) or test specs (code, see code_reward). `timeout` is the wall-clock limit
+    of one item (default MATH_TIMEOUT, or CODE_TIMEOUT for the sandboxed program, whose worker gets
+    5 s more to clean up). Pass a dict as `stats` to receive the number of `timeouts` and `errors`.
     """
     if kind not in ("math", "code"):
         raise ValueError(f"kind must be 'math' or 'code', got {kind!r}")
     if len(responses) != len(golds):
         raise ValueError(f"{len(responses)} responses but {len(golds)} golds")
+    if kind == "code":
+        golds = [_check_spec(g) for g in golds]
     limit = timeout or (MATH_TIMEOUT if kind == "math" else CODE_TIMEOUT)
-    deadline_after = limit if kind == "math" else limit + 5.0
+    grace = 0.0 if kind == "math" else 5.0
     workers = workers or max(1, min(4, os.cpu_count() or 1))
-    while len(_POOL) < workers:
-        _POOL.append(_start_worker())
-    results = [0.0] * len(responses)
-    todo = list(range(len(responses)))[::-1]
-    busy = {}  # pool slot -> (item, deadline)
-    while todo or busy:
-        for slot in range(workers):
-            if slot not in busy and todo:
-                item = todo.pop()
-                args = (responses[item], golds[item]) if kind == "math" else (responses[item], golds[item], limit)
-                try:
-                    _POOL[slot][1].send((kind, args))
-                    busy[slot] = (item, time.monotonic() + deadline_after)
-                except (OSError, ValueError):  # dead worker: replace it, item scores 0
-                    _stop_worker(_POOL[slot])
-                    _POOL[slot] = _start_worker()
-        now = time.monotonic()
-        ready = mp.connection.wait([_POOL[s][1] for s in busy], timeout=max(0.0, min(d for _, d in busy.values()) - now))
-        for slot in list(busy):
-            item, deadline = busy[slot]
-            conn = _POOL[slot][1]
-            if conn in ready:
-                try:
-                    results[item] = float(conn.recv())
-                except (EOFError, OSError):
-                    _stop_worker(_POOL[slot])
-                    _POOL[slot] = _start_worker()
-                del busy[slot]
-            elif time.monotonic() > deadline:
-                _stop_worker(_POOL[slot])
-                _POOL[slot] = _start_worker()
-                del busy[slot]
+    results, errors, timeouts = [0.0] * len(responses), {}, 0
+    with _POOL_LOCK:
+        while len(_POOL) < workers:
+            _POOL.append(_start_worker())
+        todo = list(range(len(responses)))[::-1]
+        tries = [0] * len(responses)
+        busy = {}  # worker index -> (item, deadline)
+        while todo or busy:
+            for i in range(workers):
+                w = _POOL[i]
+                if w["ready"] and i not in busy and todo:
+                    item = todo.pop()
+                    args = (responses[item], golds[item]) if kind == "math" else (responses[item], golds[item], limit)
+                    try:
+                        w["conn"].send((kind, args))
+                        busy[i] = (item, time.monotonic() + limit + grace)
+                    except OSError:  # it died while idle: replace it, keep the item
+                        todo.append(item)
+                        _stop_worker(w)
+                        _POOL[i] = _start_worker()
+            waiting = [i for i in range(workers) if i in busy or not _POOL[i]["ready"]]
+            deadlines = [d for _, d in busy.values()] + [_POOL[i]["started"] + STARTUP_TIMEOUT
+                                                         for i in waiting if i not in busy]
+            ready = mp.connection.wait([_POOL[i]["conn"] for i in waiting],
+                                       timeout=max(0.0, min(deadlines) - time.monotonic()))
+            for i in waiting:
+                w = _POOL[i]
+                if w["conn"] in ready:
+                    try:
+                        message = w["conn"].recv()
+                    except (EOFError, OSError):
+                        message = None
+                    if not w["ready"]:
+                        if message != "ready":
+                            raise _worker_failed_to_start(w)
+                        w["ready"] = True
+                        continue
+                    item = busy.pop(i)[0]
+                    if message is None:  # the worker crashed on this item: retry it once on a fresh one
+                        tries[item] += 1
+                        if tries[item] < 2:
+                            todo.append(item)
+                        else:
+                            errors[item] = "the verifier worker crashed"
+                        _stop_worker(w)
+                        _POOL[i] = _start_worker()
+                        continue
+                    results[item] = float(message[0])
+                    if message[1]:
+                        errors[item] = message[1]
+                elif i in busy and time.monotonic() > busy[i][1]:
+                    busy.pop(i)
+                    timeouts += 1
+                    _stop_worker(w)
+                    _POOL[i] = _start_worker()
+                elif not w["ready"] and time.monotonic() > w["started"] + STARTUP_TIMEOUT:
+                    raise _worker_failed_to_start(w)
+    if stats is not None:
+        stats.update(timeouts=timeouts, errors=len(errors))
+    if errors:
+        first = next(iter(errors.values()))
+        if len(errors) == len(responses):
+            raise RuntimeError(f"rewards: every one of {len(responses)} items failed in the verifier, e.g. {first}")
+        warnings.warn(f"rewards: {len(errors)} of {len(responses)} items failed in the verifier and scored 0, e.g. {first}")
     return results
 
 
 def math_reward(response, gold):
-    """1.0 if the last boxed answer equals `gold` (string, rational, numeric, then symbolic), else 0.0."""
+    """1.0 if the last boxed answer equals `gold` (see _equal), else 0.0."""
     return score_batch([response], [gold], "math", workers=1)[0]

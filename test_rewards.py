@@ -1,7 +1,11 @@
 """Tests of rewards.py: a table of math verdicts, adversarial inputs, and the code sandbox layer by layer."""
+import hashlib
+import json
 import os
+import shutil
 import socket
 import subprocess
+import sys
 import threading
 import time
 
@@ -59,14 +63,132 @@ MATH_CASES = [  # (response, gold, expected verdict)
 ]
 
 
-def test_table_has_at_least_60_cases():
-    assert len(MATH_CASES) >= 60
+# The classes of failure an outside evaluation found, each with its own cases. Responses are written as
+# Qwen3 writes them: reasoning in <think> (with a draft box that must not count), then the final box.
+Q = lambda s: ("<think>\nLet me work through this carefully. A first guess is \\boxed{0}, but let me check.\n"
+               "Yes, after recomputing, the value below is right.\n</think>\n\nCombining the steps above, we get "
+               f"the result.\n\n**Final Answer**\n\\[\n\\boxed{{{s}}}\n\\]")
+ZW = "\u200b"
+CLASSES = {
+    "exact values are compared exactly (near misses score 0)": [
+        ("2^{64}", "2^{64}-1", 0), ("2^{64}-1", "2^{64}-1", 1), ("18446744073709551615", "2^{64}-1", 1),
+        ("18446744073709551616", "2^{64}-1", 0), ("3^{40}+1", "3^{40}", 0), ("12157665459056928801", "3^{40}", 1),
+        ("3628801", "10!", 0), ("3628800", "10!", 1), ("20!+1", "20!", 0), ("2432902008176640000", "20!", 1),
+        ("126410606437753", "\\binom{50}{25}", 0), ("126410606437752", "\\binom{50}{25}", 1), ("100!+1", "100!", 0),
+        ("10^{-12}", "0", 0), ("0", "10^{-15}", 0), ("1e-10", "0", 0), ("10^{-13}", "10^{-12}", 0),
+        ("2^{-51}", "2^{-50}", 0), ("\\frac{1}{2^{40}}", "0", 0), ("1", "1-10^{-12}", 0),
+        ("1", "\\frac{10^{12}}{10^{12}+1}", 0), ("\\frac{10^{30}+1}{10^{30}}", "1", 0), ("0.999999999999", "1", 0),
+        ("10^6", "\\sqrt{10^{12}+1}", 0), ("\\sqrt{10^{12}+1}", "10^{6}", 0), ("10^6", "\\sqrt[3]{10^{18}+1}", 0),
+        ("\\sqrt{10^{12}}", "10^{6}", 1), ("0", "e^{-30}", 0), ("\\frac{104348}{33215}", "\\pi", 0),
+        ("\\frac{665857}{470832}", "\\sqrt{2}", 0), ("3.14159265358979", "\\pi", 1), ("3.14", "\\pi", 0),
+        ("3.1415926535897932", "\\pi", 1), ("1.4142135623731", "\\sqrt{2}", 1), ("1.41421", "\\sqrt{2}", 0),
+        ("0.333333333333", "\\frac{1}{3}", 0), ("0.142857142857", "\\frac{1}{7}", 0), ("0.1000000000001", "0.1", 0),
+        ("2.7182818284590452", "e", 1), ("0.6931471805599453", "\\ln 2", 1), ("0.6931471", "\\ln 2", 0),
+        ("1.8446744073709552\\times10^{19}", "2^{64}", 0), ("2^{10}", "1024", 1), ("7^{20}-1", "7^{20}", 0),
+    ],
+    "signed infinities": [
+        ("-\\infty", "\\infty", 0), ("\\infty", "-\\infty", 0), ("10^{100}", "\\infty", 0), ("-10^{100}", "-\\infty", 0),
+        ("+\\infty", "\\infty", 1), ("\\infty", "+\\infty", 1), ("+ \\infty", "\\infty", 1), ("- \\infty", "-\\infty", 1),
+        ("\\infty", "\\infty", 1), ("-\\infty", "+\\infty", 0), ("0", "\\infty", 0), ("\\infty", "0", 0),
+        ("(0, \\infty)", "(-\\infty, 0)", 0), ("[3, +\\infty)", "[3, \\infty)", 1), ("(-\\infty, 2]", "(-\\infty, 2)", 0),
+        ("(-\\infty, +\\infty)", "(-\\infty, \\infty)", 1), ("\\mathbb{R}", "(-\\infty, \\infty)", 1), ("∞", "\\infty", 1),
+        ("-∞", "-\\infty", 1), ("(-\\infty,-1)\\cup(1,+\\infty)", "(-\\infty, -1) \\cup (1, \\infty)", 1),
+        ("(-\\infty,-1)\\cup(1,\\infty)", "(-\\infty, 1) \\cup (1, \\infty)", 0), (float("inf"), "\\infty", 1),
+    ],
+    "multiple-choice letters in every spelling": [
+        ("C", "\\text{(C)}", 1), ("(C)", "\\text{(C)}", 1), ("\\text{(C)}", "C", 1), ("\\textbf{(C)}", "(C)", 1),
+        ("\\mathrm{(C)}", "C", 1), ("(\\text{C})", "C", 1), ("\\text{C}", "\\text{(C)}", 1), ("\\textbf{(E)}", "E", 1),
+        ("E", "(E)", 1), ("\\textbf{(C) }12", "\\text{(C)}", 1), ("(B) 12", "B", 1), ("D", "\\text{(C)}", 0),
+        ("\\text{(A)}", "\\text{(B)}", 0), ("(C) 12", "\\text{(D)}", 0), ("12", "\\text{(C)}", 0), ("\\textbf{(B)}", "\\mathrm{B}", 1),
+    ],
+    "the empty set in any spelling": [
+        ("\\emptyset", "\\varnothing", 1), ("\\varnothing", "\\emptyset", 1), ("\\{\\}", "\\emptyset", 1),
+        ("\\{ \\}", "\\varnothing", 1), ("\\left\\{ \\right\\}", "\\emptyset", 1), ("\\{\\,\\}", "\\varnothing", 1),
+        ("∅", "\\emptyset", 1), ("\\emptyset", "\\{0\\}", 0), ("\\{0\\}", "\\emptyset", 0), ("0", "\\emptyset", 0),
+        ("\\emptyset", "\\{\\}", 1),
+    ],
+    "membership and variable prefixes": [
+        ("x \\in (-\\infty, 2]", "(-\\infty, 2]", 1), ("(-\\infty, 2]", "x \\in (-\\infty, 2]", 1),
+        ("x \\in [1,3]", "[1,3]", 1), ("x \\in [1,3)", "[1,3]", 0), ("x \\in [-2, 7]", "x \\in [-2,7]", 1),
+        ("k = 5", "5", 1), ("n=12", "12", 1), ("n = 13", "12", 0), ("f(x) = x^2", "x^2", 1), ("y = 2x+3", "2x+3", 1),
+        ("\\theta = \\frac{\\pi}{3}", "\\frac{\\pi}{3}", 1), ("AB = 5", "5", 1), ("x \\in \\mathbb{R}", "(-\\infty,\\infty)", 1),
+        ("x\\in(-\\infty,-2)\\cup(3,\\infty)", "(-\\infty,-2)\\cup(3,\\infty)", 1), ("x \\in \\{1, 2\\}", "\\{1,2\\}", 1),
+        ("g(x) = \\frac{1}{x}", "\\frac1x", 1),
+    ],
+    "lists of roots joined by words": [
+        ("x = -2 \\text{ or } x = 3", "-2, 3", 1), ("x = -2 \\text{ or } x = 3", "3, -2", 1), ("-2 \\text{ or } 3", "-2, 3", 1),
+        ("x=1 \\text{ and } x=2", "1, 2", 1), ("x=1 \\quad \\text{or} \\quad x=2", "1,2", 1), ("x = -1 \\text{ or } x = 1", "\\pm 1", 1),
+        ("x = 0 \\text{ or } x = 1 \\text{ or } x = 2", "0, 1, 2", 1), ("x = 3", "-2, 3", 0), ("x = -2 \\text{ or } x = 4", "-2, 3", 0),
+        ("x = \\frac{-1 \\pm \\sqrt{5}}{2}", "\\frac{-1+\\sqrt5}{2}, \\frac{-1-\\sqrt5}{2}", 1), ("-2, 3, 4", "-2, 3", 0),
+    ],
+    "matrices written with array": [
+        ("\\left[\\begin{array}{cc} 1 & 2 \\\\ 3 & 4 \\end{array}\\right]", "\\begin{pmatrix}1&2\\\\3&4\\end{pmatrix}", 1),
+        ("\\begin{pmatrix}1&2\\\\3&4\\end{pmatrix}", "\\left[\\begin{array}{cc} 1 & 2 \\\\ 3 & 4 \\end{array}\\right]", 1),
+        ("\\left(\\begin{array}{cc} 1 & 2 \\\\ 3 & 4 \\end{array}\\right)", "\\begin{bmatrix} 1 & 2 \\\\ 3 & 4 \\end{bmatrix}", 1),
+        ("\\left[\\begin{array}{c} 1 \\\\ -2 \\end{array}\\right]", "\\begin{pmatrix} 1 \\\\ -2 \\end{pmatrix}", 1),
+        ("\\left[\\begin{array}{rr} -\\frac{1}{2} & \\frac{3}{2} \\\\ 1 & -1 \\end{array}\\right]",
+         "\\begin{pmatrix} -1/2 & 3/2 \\\\ 1 & -1 \\end{pmatrix}", 1),
+        ("\\left[\\begin{array}{cc} 1 & 2 \\\\ 3 & 5 \\end{array}\\right]", "\\begin{pmatrix}1&2\\\\3&4\\end{pmatrix}", 0),
+        ("\\begin{pmatrix}1&2\\end{pmatrix}", "\\begin{pmatrix}1\\\\2\\end{pmatrix}", 0),
+    ],
+    "commuted products": [
+        ("ba", "ab", 1), ("cab", "abc", 1), ("2r\\pi", "2\\pi r", 1), ("y^2x", "xy^2", 1), ("\\sqrt{3}\\cdot 2", "2\\sqrt{3}", 1),
+        ("3\\pi\\sqrt2", "3\\sqrt{2}\\pi", 1), ("r^2h\\pi", "\\pi r^2 h", 1), ("cb^2a", "ab^2c", 1), ("ab\\pi", "\\pi ab", 1),
+        ("\\pi r^2", "\\pi r^2 h", 0), ("ab^2", "ab^2c", 0), ("\\pi", "\\pi ab", 0), ("2\\pi rh", "2\\pi r h", 1), ("a^2b", "ab^2", 0),
+    ],
+    "equations equal up to a non-zero factor": [
+        ("2x+2y=2", "x+y=1", 1), ("3x+6y=9", "x+2y=3", 1), ("y = \\frac{2}{3}x + 2", "2x - 3y + 6 = 0", 1),
+        ("x + 2y = 4", "y = -\\frac{1}{2}x + 2", 1), ("2x^2+2y^2=8", "x^2+y^2=4", 1), ("4x - 2y = 2", "y = 2x - 1", 1),
+        ("x+y=1", "x+y=2", 0), ("x^2+y^2 = 9", "(x-1)^2+(y+2)^2=9", 0), ("x + y = 1", "x - y = 1", 0), ("0x = 0", "x+y=1", 0),
+    ],
+    "scientific notation": [
+        ("1e3", "1000", 1), ("1\\times10^{3}", "1000", 1), ("1 \\times 10^3", "1000", 1), ("2.5\\cdot10^{-3}", "0.0025", 1),
+        ("6.02\\times10^{23}", "602000000000000000000000", 1), ("1.5e-3", "0.0015", 1), ("9.11e-31", "9.11\\times 10^{-31}", 1),
+        ("9.11\\times10^{-30}", "9.11\\times10^{-31}", 0), ("1.7\\times10^{-19}", "1.6\\times10^{-19}", 0), ("1e4", "1000", 0),
+        ("6.02\\times10^{23}", 6.02e23, 1), ("2.5\\times 10^{-3}", "0.025", 0),
+    ],
+    "unicode and invisible characters": [
+        ("½", "\\frac12", 1), ("√3", "\\sqrt{3}", 1), ("2√2", "2\\sqrt{2}", 1), ("3√2", "\\sqrt{18}", 1), ("π", "\\pi", 1),
+        ("−5", "-5", 1), ("2×3", "6", 1), ("2·3", "6", 1), ("x²+1", "x^2+1", 1), ("π²", "\\pi^2", 1), ("⅓", "\\frac{1}{3}", 1),
+        ("¾", "0.75", 1), (f"12{ZW}3", "123", 1), (f"4\u200c2", "42", 1), (f"\u200d7", "7", 1), (f"1\u2060024", "1024", 1),
+        (f"\ufeff99", "99", 1), ("1\u00a0000", "1000", 1), ("\\frac{\\sqrt{3}}{\u00a02}", "\\frac{\\sqrt3}{2}", 1),
+        ("√3", "1.732", 0), ("½", "0.51", 0), (f"12{ZW}4", "123", 0), ("−5", "5", 0),
+    ],
+    "realistic golds (DeepMath, MATH-500, AIME, HMMT)": [
+        ("\\dfrac{3}{4}", "0.75", 1), ("0.75", "\\frac34", 1), ("033", "33", 1), ("204", "204", 1), ("205", "204", 0),
+        ("\\frac{9\\sqrt{23}}{23}", "\\frac{9}{\\sqrt{23}}", 1), ("2^{25} \\cdot 3^{3}", "905969664", 1),
+        ("\\sqrt{6}-\\sqrt{2}", "-\\sqrt{2}+\\sqrt{6}", 1), ("\\sqrt{6}+\\sqrt{2}", "\\sqrt{6}-\\sqrt{2}", 0),
+        ("\\left( 3, \\frac{\\pi}{2} \\right)", "(3,\\frac{\\pi}{2})", 1), ("\\text{Evelyn}", "\\text{Evelyn}", 1),
+        ("\\text{Evelyn}", "\\text{Evie}", 0), ("p - q", "-q + p", 1), ("\\log_2 3", "\\frac{\\ln 3}{\\ln 2}", 1),
+        ("e^{2}", "e^2", 1), ("\\binom{10}{3}", "120", 1), ("0.1\\overline{6}", "\\frac{1}{6}", 1), ("0.\\overline{3}", "1/3", 1),
+        ("0.\\overline{3}", "0.33", 0), ("20\\text{ m}^2", "20", 1), ("20\\text{ m}^2", "400", 0), ("12.5\\%", "12.5", 1),
+        ("30°", "30", 1), ("\\$32", "32", 1), ("\\text{YES}", "Yes", 1), ("\\sqrt{242}", "11\\sqrt2", 1),
+    ],
+}
+CLASS_CASES = [(Q(p), g, e, name) for name, rows in CLASSES.items() for p, g, e in rows]
+
+
+def test_case_tables_cover_every_class_many_times():
+    assert len(MATH_CASES) >= 60 and all(len(rows) >= 7 for rows in CLASSES.values())
+    assert len(CLASS_CASES) >= 200
 
 
 def test_math_table():
     got = score_batch([r for r, _, _ in MATH_CASES], [g for _, g, _ in MATH_CASES])
     wrong = [(r[-60:], g, e) for (r, g, e), v in zip(MATH_CASES, got) if v != e]
     assert not wrong, f"{len(wrong)} wrong verdicts: {wrong}"
+
+
+def test_failure_classes():
+    got = score_batch([r for r, _, _, _ in CLASS_CASES], [g for _, g, _, _ in CLASS_CASES])
+    wrong = [(name, rewards.extract_answer(r), g, e) for (r, g, e, name), v in zip(CLASS_CASES, got) if v != e]
+    assert not wrong, f"{len(wrong)} wrong verdicts: {wrong}"
+
+
+def test_only_the_text_after_the_last_think_counts():
+    assert math_reward("<think>so \\boxed{42}</think>The answer is 42.", "42") == 0.0  # the box is inside think
+    assert math_reward("<think>\\boxed{41}</think>\\boxed{42}", "42") == 1.0
+    assert math_reward("\\boxed{42} and the unclosed <think> never matters", "42") == 1.0
 
 
 def test_math_reward_single_call_and_extract_answer():
@@ -127,6 +249,9 @@ fence = lambda src: f"Here is my solution.\n```python\n{src}\n```\n"
 STDIN = {"inputs": ["1 2\n", "10 20\n"], "outputs": ["3\n", "30"]}
 CALL = {"fn_name": "add", "inputs": [[1, 2], [10, 20]], "outputs": [3, 30]}
 ASSERT = {"assert": "assert add(1, 2) == 3\nassert add(10, 20) == 30"}
+ADD = "def add(a, b):\n    return a + b"
+NOISY_ADD = ("import sys\nprint('debug: loading')\ndef add(a, b):\n    print('debug', a, b)\n    print('to stderr', file=sys.stderr)\n"
+             "    return a + b\nprint(add(2, 2))\nif __name__ == '__main__':\n    print('demo')\n    sys.exit(3)")
 
 
 @pytest.mark.parametrize("tests,source,expected", [
@@ -135,12 +260,19 @@ ASSERT = {"assert": "assert add(1, 2) == 3\nassert add(10, 20) == 30"}
     (STDIN, "a, b = map(int, open(0).read().split())\nprint(a + b)\n", 1),
     (STDIN, "a, b = map(int, input().split())\nprint(a - b)", 0),
     (STDIN, "a, b = map(int, input().split())\nprint(a + b)\nimport sys\nsys.exit(0)", 1),
-    (CALL, "def add(a, b):\n    return a + b", 1),
+    (STDIN, "a, b = map(int, input().split())\nprint(a + b)\nraise SystemExit(1)", 0),  # a failing exit status
+    (STDIN, "a, b = map(int, input().split())\nprint(a + b)\nimport sys\nprint('log', file=sys.stderr)", 1),
+    (CALL, ADD, 1),
     (CALL, "class Solution:\n    def add(self, a, b):\n        return a + b", 1),
     (CALL, "def add(a, b):\n    return a * b", 0),
+    (CALL, "def add(a, b):\n    return str(a + b)", 0),  # "3" is not 3
+    (CALL, "def add(a, b):\n    return {a + b}", 0),  # not JSON: cannot equal anything
     (dict(CALL, fn_name="pair", outputs=[[1, 2], [10, 20]]), "def pair(a, b):\n    return (a, b)", 1),
-    (ASSERT, "def add(a, b):\n    return a + b", 1),
+    (ASSERT, ADD, 1),
     (ASSERT, "def add(a, b):\n    return a + b + 1", 0),
+    # output of the solution is kept apart from the verdict: debug prints and demo blocks change nothing
+    (CALL, NOISY_ADD, 1), (ASSERT, NOISY_ADD, 1), (CALL, NOISY_ADD.replace("a + b\n", "a - b\n"), 0),
+    (ASSERT, NOISY_ADD.replace("a + b\n", "a - b\n"), 0),
     # early exit with status 0 before the tests ran must not pass
     (ASSERT, "import sys\nsys.exit(0)\ndef add(a, b):\n    return a + b", 0),
     (ASSERT, "import os\nos._exit(0)", 0),
@@ -151,13 +283,107 @@ def test_code_reward(tests, source, expected):
     assert code_reward(fence(source), tests, timeout=10) == expected
 
 
-def test_code_reward_takes_the_last_fenced_block_and_json_tests():
-    resp = fence("def add(a, b):\n    return 0") + "Better:\n" + fence("def add(a, b):\n    return a + b")
-    assert code_reward(resp, '{"assert": "assert add(2, 2) == 4"}') == 1.0
-    assert code_reward("no code here", ASSERT) == 0.0
-    assert code_reward(fence("def add(a,b): return a+b"), {"bogus": 1}) == 0.0
+@pytest.mark.parametrize("got,expected,ok", [
+    ("3\n", "3", True), ("3", "3\n\n", True), ("1  2 \n", "1 2", True), ("\n1 2\n\n3\n", "1 2\n3", True),
+    ("1\n2", "1 2", False), ("1 2 3", "1 2", False), ("", "0", False), ("3", "", False), ("YES", "yes", False),
+    ("0.3333333333", "0.333333", True), ("0.3334", "0.333333", False), ("1e-7", "0.0", True),
+    ("1000000.5", "1000000.0", True), ("2.0", "2.00000", True), ("1.0", "1", False), ("1", "1.0", True),
+    ("nan", "0.5", False), ("inf", "1e308", False), ("abc", "0.5", False), ("-0.0", "0.0", True),
+])
+def test_stdout_matches_token_rules(got, expected, ok):
+    """Lines of whitespace-separated tokens; a float tolerance only where the expected token is a float."""
+    assert rewards.stdout_matches(got, expected) is ok
 
 
+@pytest.mark.parametrize("got,expected,ok", [
+    (3, 3, True), (3, 4, False), (3.0000000001, 3.0, True), (3.1, 3.0, False), (3, 3.0, True), ([1, 2], [1, 2], True),
+    ([2, 1], [1, 2], False), (True, 1, False), (1, True, False), (True, True, True), ("3", 3, False),
+    ({"a": [1.0]}, {"a": [1]}, True), ({"a": 1}, {"b": 1}, False), (None, None, True), (None, [], False),
+    (5, [5], True), ([5], [5], True), (5, [5, 6], False), ([[1, 2]], [[1, 2]], True), ([1, 2], [[1, 2]], True),
+])
+def test_value_matches_json_values(got, expected, ok):
+    assert rewards.value_matches(got, expected) is ok
+
+
+def test_the_block_defining_the_entry_point_is_graded():
+    usage = "\nExample usage:\n" + fence("print(add(2, 3))")
+    assert code_reward(fence(ADD) + usage, ASSERT, entry_point="add") == 1.0
+    assert code_reward(fence(ADD) + usage, dict(ASSERT, entry_point="add")) == 1.0
+    assert code_reward(fence(ADD) + usage, CALL) == 1.0  # fn_name names the entry point
+    assert code_reward(fence(ADD) + usage, ASSERT) == 0.0  # no entry point: the last block
+    resp = fence("def add(a, b):\n    return 0") + "Better:\n" + fence(ADD)
+    assert code_reward(resp, '{"assert": "assert add(2, 2) == 4"}') == 1.0  # the last block defining it
+    assert rewards.extract_code("```cpp\nint main() {}\n```\n" + fence("x = 1")) == "x = 1\n"
+    assert code_reward("no code here", ASSERT) == 0.0 and code_reward("```python\nunclosed", ASSERT) == 0.0
+
+
+def test_setup_runs_before_the_solution_and_a_bare_body_continues_it():
+    """HumanEval-style: the prompt runs first; a full redefinition and a bare body completion both work."""
+    prompt = 'from typing import List\n\n\ndef total(xs: List[int]) -> int:\n    """Sum of xs."""\n'
+    tests = {"assert": "assert total([1, 2, 3]) == 6", "setup": prompt, "entry_point": "total"}
+    assert code_reward(fence("    return sum(xs)"), tests) == 1.0  # a body
+    assert code_reward(fence("def total(xs: List[int]) -> int:\n    return sum(xs)"), tests) == 1.0  # uses the prompt's import
+    assert code_reward(fence("    return 0"), tests) == 0.0
+
+
+@pytest.mark.parametrize("spec,message", [
+    ({"bogus": 1}, "need 'assert'"), ({"inputs": ["1"], "outputs": []}, "1 inputs but 0 outputs"),
+    ({"fn_name": "f", "inputs": [1], "outputs": [1]}, "lists of arguments"), ({"assert": 5}, "test source"),
+    ({"inputs": [1], "outputs": ["1"]}, "strings"),
+])
+def test_malformed_tests_are_the_callers_error(spec, message):
+    with pytest.raises(ValueError, match=message):
+        code_reward(fence(ADD), spec)
+    with pytest.raises(ValueError, match=message):
+        score_batch([fence(ADD)], [spec], kind="code")
+
+
+# ------------------------------------------------------------------------------------- reward hacks
+SECRET = "7f3a9c1e5b"  # an expected output; the programs below search for it by its hash only
+HUNT = ("import gc, hashlib, os, re\ntexts = list(os.environ.values())\nfor root, _, files in os.walk('.'):\n"
+        "    for f in files:\n        try:\n            texts.append(open(os.path.join(root, f), errors='ignore').read())\n"
+        "        except OSError:\n            pass\ntexts += [repr(o) for o in gc.get_objects() if isinstance(o, (dict, list, tuple))]\n"
+        f"H = {hashlib.sha256(SECRET.encode()).hexdigest()!r}\n"
+        "hit = [w for t in texts for w in re.findall('[0-9a-f]{10}', t) if hashlib.sha256(w.encode()).hexdigest() == H]\n")
+
+
+def test_stdin_expected_outputs_never_enter_the_sandbox():
+    src = HUNT + "print(hit[0] if hit else 'nothing')"
+    assert code_reward(fence(src), {"inputs": ["abc\n"], "outputs": [SECRET]}) == 0.0
+    assert code_reward(fence(src), {"inputs": [SECRET], "outputs": [SECRET]}) == 1.0  # the hunt works where it can
+
+
+def test_call_expected_outputs_never_enter_the_sandbox():
+    src = HUNT + "def f(x):\n    return hit[0] if hit else 'nothing'"
+    assert code_reward(fence(src), {"fn_name": "f", "inputs": [["abc"]], "outputs": [SECRET]}) == 0.0
+    assert code_reward(fence(src), {"fn_name": "f", "inputs": [[SECRET]], "outputs": [SECRET]}) == 1.0
+
+
+FORGERIES = {
+    "verdict on every descriptor": "import os, json\nfor fd in range(3, 64):\n    try:\n"
+                                   "        os.write(fd, json.dumps({'ok': True}).encode())\n    except OSError:\n"
+                                   "        pass\nos._exit(0)",
+    "verdict on stdout": "print('confined')\nprint('{\"ok\": true}')\nimport os\nos._exit(0)",
+    "exit hook": "import atexit, sys\natexit.register(lambda: print('{\"ok\": true}'))\nsys.exit(0)",
+    "nonce from files or environment": "import os, json\nnonce = [open(f).read() for f in os.listdir('.') if os.path.isfile(f)]\n"
+                                       "nonce += list(os.environ.values())\nfor n in nonce:\n"
+                                       "    print(json.dumps({'nonce': n, 'ok': True}))\nos._exit(0)",
+    "builtins replaced": "import builtins\nbuiltins.abs = lambda x: 0\nbuiltins.len = lambda x: 3\ndef add(a, b):\n    return 0",
+    "json and exec replaced": "import json, builtins\njson.dumps = lambda *a, **k: '{\"ok\": true}'\n"
+                              "builtins.exec = lambda *a, **k: None\nbuiltins.compile = lambda *a, **k: None\n"
+                              "def add(a, b):\n    return 0",
+    "stdin read for secrets": "import sys\ndata = sys.stdin.read()\nprint(data)\ndef add(a, b):\n    return 0",
+}
+
+
+@pytest.mark.parametrize("name", list(FORGERIES))
+def test_assert_mode_cannot_forge_a_pass(name):
+    tests = {"assert": "assert abs(add(1, 2) - 3) < 1e-9\nassert len([add(1, 2)]) == 1"}
+    assert code_reward(fence(FORGERIES[name]), tests) == 0.0
+    assert code_reward(fence(ADD), tests) == 1.0  # the same tests pass an honest solution
+
+
+# ------------------------------------------------------------------------------------- sandbox
 def leftover_processes(marker):
     out = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
     return [line for line in out.splitlines() if marker in line and "ps -eo" not in line]
@@ -170,6 +396,8 @@ HOSTILE = {
     "fork bomb": "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass",
     "output flood": "import sys\nwhile True:\n    sys.stdout.write('x' * 100000)",
     "subprocess sleeper": "import subprocess\nsubprocess.Popen(['sleep', '300'])\nimport time\ntime.sleep(60)",
+    "daemon": "import os, time\nif os.fork() == 0:\n    os.setsid()\n    if os.fork() == 0:\n        time.sleep(300)\n"
+              "    os._exit(0)\ntime.sleep(60)",
 }
 
 
@@ -178,7 +406,7 @@ def test_hostile_code_scores_zero_within_timeout_and_leaves_nothing(name):
     marker = f"# hostile-{name.replace(' ', '-')}"
     t = time.monotonic()
     assert code_reward(fence(HOSTILE[name] + "\n" + marker), ASSERT, timeout=3) == 0.0
-    assert time.monotonic() - t < 3 + 3  # the timeout plus a small margin
+    assert time.monotonic() - t < 3 + 10  # the timeout plus a margin for a loaded machine
     time.sleep(0.2)
     assert leftover_processes("sleep 300") == [] and leftover_processes("rlvr-code-") == []
     assert leftover_processes("-B driver.py") == []
@@ -200,46 +428,176 @@ def test_code_cannot_reach_the_network():
 
     th = threading.Thread(target=accept)
     th.start()
-    src = (f"import socket\ns = socket.create_connection(('127.0.0.1', {port}), timeout=2)\n"
-           "def add(a, b):\n    return a + b")
+    src = (f"import socket\ns = socket.create_connection(('127.0.0.1', {port}), timeout=2)\n" + ADD)
     verdict = code_reward(fence(src), ASSERT, timeout=5)
     server.close()
     th.join()
-    if rewards._namespaces_available():
+    if rewards._sandbox_mode() != "none":
         assert verdict == 0.0 and hits == []
 
 
 def test_code_cannot_write_outside_its_temp_dir(tmp_path):
     target = tmp_path / "escaped.txt"
     os.chmod(tmp_path, 0o777)
-    src = f"open({str(target)!r}, 'w').write('x')\ndef add(a, b):\n    return a + b"
-    verdict = code_reward(fence(src), ASSERT, timeout=5)
-    if rewards._namespaces_available():
-        assert verdict == 0.0 and not target.exists()
-    # writing inside its own temp dir is fine
-    ok = "open('scratch.txt', 'w').write('x')\ndef add(a, b):\n    return a + b"
-    assert code_reward(fence(ok), ASSERT, timeout=5) == 1.0
+    verdict = code_reward(fence(f"open({str(target)!r}, 'w').write('x')\n" + ADD), ASSERT, timeout=5)
+    assert verdict == 0.0 and not target.exists()  # read-only mounts, or (root caller) a stranger's uid
+    assert code_reward(fence("open('scratch.txt', 'w').write('x')\n" + ADD), ASSERT, timeout=5) == 1.0
 
 
 def test_code_runs_with_a_minimal_environment():
     os.environ["RLVR_SECRET_TOKEN"] = "hunter2"
     try:
-        src = "import os\nassert 'RLVR_SECRET_TOKEN' not in os.environ\ndef add(a, b):\n    return a + b"
-        assert code_reward(fence(src), ASSERT) == 1.0
+        assert code_reward(fence("import os\nassert 'RLVR_SECRET_TOKEN' not in os.environ\n" + ADD), ASSERT) == 1.0
     finally:
         del os.environ["RLVR_SECRET_TOKEN"]
 
 
+# What the sandboxed program sees of the host, probed from inside without changing anything: access()
+# and opening for writing (closed at once, nothing written) on harmless targets.
+PROBE = r'''
+import json, os, resource
+def can(path, flags):
+    try:
+        os.close(os.open(path, flags))
+        return True
+    except OSError:
+        return False
+status = dict(line.split(":\t") for line in open("/proc/self/status").read().splitlines() if ":\t" in line)
+own_cgroup = [l.split(":", 2)[2] for l in open("/proc/self/cgroup").read().splitlines() if ":pids:" in l]
+try:
+    resource.setrlimit(resource.RLIMIT_NPROC, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
+    nproc_raised = True
+except (ValueError, OSError):
+    nproc_raised = False
+try:
+    os.mknod("/dev/rlvr-probe-node")
+    made_node = True
+except OSError:
+    made_node = False
+print(json.dumps({
+    "uid": os.getuid(), "euid": os.geteuid(), "groups": os.getgroups(),
+    "caps": {k: int(status[k], 16) for k in ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb")},
+    "pids": sorted(int(p) for p in os.listdir("/proc") if p.isdigit()),
+    "core_pattern_writable": can("/proc/sys/kernel/core_pattern", os.O_WRONLY),
+    "proc_sys_access_w": os.access("/proc/sys/vm/overcommit_memory", os.W_OK),
+    "sysfs_writable": [p for p in ("/sys/kernel/mm/transparent_hugepage/enabled", "/sys/fs/cgroup/pids/cgroup.procs",
+                                   "/sys/fs/cgroup/pids" + (own_cgroup[0] if own_cgroup else "") + "/cgroup.procs",
+                                   "/sys/fs/cgroup/pids" + (own_cgroup[0] if own_cgroup else "") + "/pids.max")
+                       if can(p, os.O_WRONLY)],
+    "dev": sorted(os.listdir("/dev")), "dev_file": can("/dev/rlvr-probe", os.O_WRONLY | os.O_CREAT), "made_node": made_node,
+    "devnull_writable": can("/dev/null", os.O_WRONLY),
+    "shadow": can("/etc/shadow", os.O_RDONLY), "root_listing": os.listdir("/root") if os.access("/root", os.R_OK) else None,
+    "home_listing": os.listdir("/home"), "own_cgroup": own_cgroup, "nproc_raised": nproc_raised,
+    "host_tmp_writable": os.access("/tmp", os.W_OK), "cwd_writable": os.access(".", os.W_OK),
+}))
+'''
+
+
+@pytest.fixture
+def host_secret():
+    """A world-readable file in a fresh folder under /home: only hiding /home keeps it from the sandbox."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root to write under /home")
+    folder = f"/home/rlvr-test-{os.getpid()}"
+    os.makedirs(folder, exist_ok=True)
+    with open(os.path.join(folder, "token"), "w") as f:
+        f.write("hf_secret")
+    os.chmod(folder, 0o755)
+    os.chmod(os.path.join(folder, "token"), 0o644)
+    yield os.path.basename(folder)
+    shutil.rmtree(folder)
+
+
+def test_root_caller_sandbox_holds(host_secret):
+    """The suite runs as root, as CI and many GPU containers do: root inside must not be root outside."""
+    if rewards._sandbox_mode() != "root-ns":
+        pytest.skip(f"sandbox mode is {rewards._sandbox_mode()}, not root-ns")
+    report = rewards._run_sandboxed(PROBE, {"mode": "stdin", "inputs": [""]}, 20)
+    seen = json.loads(report["results"][0]["out"])
+    assert seen["uid"] != 0 and seen["euid"] == seen["uid"] and seen["groups"] in ([], [seen["uid"]])
+    assert all(v == 0 for v in seen["caps"].values()), seen["caps"]
+    assert seen["pids"][0] == 1 and os.getpid() not in seen["pids"] and len(seen["pids"]) < 10  # its own /proc
+    assert not seen["core_pattern_writable"] and not seen["proc_sys_access_w"]
+    assert seen["sysfs_writable"] == [] and seen["own_cgroup"] and "rlvr-" in seen["own_cgroup"][0]
+    assert seen["dev"] == ["null", "random", "urandom", "zero"] and not seen["dev_file"] and not seen["made_node"]
+    assert seen["devnull_writable"] and not seen["shadow"] and not seen["nproc_raised"]
+    assert host_secret not in seen["home_listing"] and seen["home_listing"] == []
+    python = {os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)}
+    assert set(seen["root_listing"] or []) <= {p.split("/")[2] for p in python if p.startswith("/root/")}
+    assert not seen["host_tmp_writable"] and seen["cwd_writable"]
+
+
+def test_sandbox_failure_is_an_error_not_a_verdict(monkeypatch):
+    """A sandbox that cannot confine raises SandboxError; score_batch counts it and never calls it wrong."""
+    monkeypatch.setattr(rewards, "_run_sandboxed", lambda *a: (_ for _ in ()).throw(rewards.SandboxError("no mounts")))
+    with pytest.raises(rewards.SandboxError):
+        code_reward(fence(ADD), ASSERT)
+
+
 def test_score_batch_runs_code_items():
-    got = score_batch([fence("def add(a, b):\n    return a + b"), fence("while True: pass")], [ASSERT, ASSERT],
-                      kind="code", timeout=2)
-    assert got == [1.0, 0.0]
+    stats = {}
+    got = score_batch([fence(ADD), fence("while True: pass")], [ASSERT, ASSERT], kind="code", timeout=2, stats=stats)
+    assert got == [1.0, 0.0] and stats == {"timeouts": 0, "errors": 0}  # the sandbox's own limit ended the loop
 
 
 def test_sandbox_without_namespaces_still_isolates_and_times_out(monkeypatch):
-    """Where unshare is unavailable the other layers remain: limits, temp dir, group kill at the deadline."""
-    monkeypatch.setattr(rewards, "_NAMESPACES", False)
-    assert code_reward(fence("def add(a, b):\n    return a + b"), ASSERT) == 1.0
+    """Where unshare is unavailable the other layers remain: a fresh uid for a root caller, limits, temp
+    dir, and a kill of the group and of the uid at the deadline."""
+    monkeypatch.setattr(rewards, "_MODE", "none")
+    assert code_reward(fence(ADD), ASSERT) == 1.0
     t = time.monotonic()
     assert code_reward(fence("import time\ntime.sleep(60)\n# no-ns-sleeper"), ASSERT, timeout=2) == 0.0
-    assert time.monotonic() - t < 5 and leftover_processes("-B driver.py") == []
+    assert time.monotonic() - t < 2 + 10 and leftover_processes("-B driver.py") == []
+    daemon = HOSTILE["daemon"] + "\n# no-ns-daemon"
+    assert code_reward(fence(daemon), ASSERT, timeout=2) == 0.0
+    time.sleep(0.2)
+    assert leftover_processes("-B driver.py") == []
+    if os.geteuid() == 0:
+        report = rewards._run_sandboxed("import os\nprint(os.getuid())", {"mode": "stdin", "inputs": [""]}, 10)
+        assert int(report["results"][0]["out"]) != 0
+
+
+# ------------------------------------------------------------------------------------- the worker pool
+def test_a_script_read_from_stdin_gets_real_verdicts():
+    """Workers never re-import the caller's __main__, so `python - <<EOF` works (it scored 0.0 before)."""
+    script = "import rewards\nprint(rewards.math_reward('\\\\boxed{5}', '5'), rewards.math_reward('\\\\boxed{4}', '5'))\n"
+    out = subprocess.run([sys.executable, "-"], input=script, capture_output=True, text=True, timeout=120,
+                         cwd=os.path.dirname(os.path.abspath(rewards.__file__)))
+    assert out.stdout.split() == ["1.0", "0.0"], out.stderr[-2000:]
+
+
+@pytest.fixture
+def fresh_pool():
+    rewards._shutdown()
+    yield
+    rewards._shutdown()
+
+
+def boot_with(patch):
+    """A worker boot line that applies `patch` (code run with the module as `m`) before serving."""
+    return rewards._BOOT.replace("m._serve(", patch + "; m._serve(")
+
+
+def test_a_worker_that_cannot_start_raises(fresh_pool, monkeypatch):
+    monkeypatch.setattr(rewards, "_BOOT", "import sys; print('cannot import the verifier', file=sys.stderr); sys.exit(3)")
+    with pytest.raises(RuntimeError, match="(?s)failed to start.*exit code 3.*cannot import the verifier"):
+        score_batch([B("1")], ["1"])
+
+
+def test_worker_start_up_does_not_count_against_the_item(fresh_pool, monkeypatch):
+    monkeypatch.setattr(rewards, "_BOOT", boot_with("import time; time.sleep(4)"))
+    stats = {}
+    assert score_batch([B("\\frac{1}{2}"), B("3")], ["0.5", "3"], timeout=2, stats=stats) == [1.0, 1.0]
+    assert stats["timeouts"] == 0
+
+
+def test_crashes_and_timeouts_are_counted_and_a_broken_verifier_raises(fresh_pool, monkeypatch):
+    crash = ("import os, time; f = m._math_check; "
+             "m._math_check = lambda r, g: os._exit(1) if r == 'crash' else time.sleep(60) if r == 'slow' else f(r, g)")
+    monkeypatch.setattr(rewards, "_BOOT", boot_with(crash))
+    stats = {}
+    with pytest.warns(UserWarning, match="1 of 3 items failed"):
+        got = score_batch([B("1"), "crash", "slow"], ["1", "1", "2"], timeout=1, stats=stats)
+    assert got == [1.0, 0.0, 0.0] and stats == {"timeouts": 1, "errors": 1}
+    with pytest.raises(RuntimeError, match="every one of 2 items failed"):
+        score_batch(["crash", "crash"], ["1", "1"])
