@@ -20,8 +20,10 @@ import multiprocessing.connection
 import os
 import re
 import resource
+import select
 import shutil
 import signal
+import site
 import socket
 import stat
 import subprocess
@@ -506,11 +508,19 @@ def value_matches(got, expected):
 #           harness, the tests with the builtins as they were before the program ran. Only a run that
 #           reaches the end reports {"nonce": ..., "ok": true}: an early exit or exit hook reports nothing.
 _DRIVER = r'''
-import ctypes, io, json, os, re, sys
+import ctypes, io, json, os, re, resource, sys
 
-def confine(mounts, uid):
-    """As root of fresh namespaces: a private mount tree where only the work dir is writable, a minimal
-    /dev, a read-only /proc/sys, empty home dirs. Then drop every capability, and to `uid` if given."""
+def confine(req):
+    """Join the pids cgroup and set the resource limits. As root of fresh namespaces: a private mount tree
+    where only the work dir is writable, a minimal /dev, a read-only /proc/sys, empty home dirs. Then
+    drop every capability, and to a fresh uid for a root caller."""
+    if req["cgroup"]:
+        with open(os.path.join(req["cgroup"], "cgroup.procs"), "w") as f:
+            f.write("0")  # this process, whatever its pid namespace
+    for name, value in req["limits"].items():
+        what = getattr(resource, name)
+        resource.setrlimit(what, (value, value))
+    mounts, uid = req["mounts"], req["uid"]
     libc = ctypes.CDLL(None, use_errno=True)
     libc.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_char_p]
     def mount(src, dst, flags, fstype=None, data=None):
@@ -593,7 +603,7 @@ def run_stdin(code, inp, devnull, report, limit):
 def main():
     req = json.loads(sys.stdin.read())
     try:
-        confine(req["mounts"], req["uid"])
+        confine(req)
     except OSError as e:
         print(f"sandbox: {e}", file=sys.stderr)
         sys.exit(97)
@@ -603,6 +613,7 @@ def main():
         os.dup2(devnull, fd)
     write, dumps, run, build, exit_now = os.write, json.dumps, exec, compile, os._exit
     write(report, b"confined\n")
+    sys.path.extend(req["site"])  # the interpreter's site-packages, for the solution's imports
     code = build(open("solution.py").read(), "solution.py", "exec")
     if req["mode"] == "stdin":
         out = [run_stdin(code, inp, devnull, report, req["output_limit"]) for inp in req["inputs"]]
@@ -708,19 +719,6 @@ def _new_pids_cgroup():
     return path
 
 
-def _limit_resources(cpu_seconds, cgroup):
-    def apply():  # in the child, before exec
-        if cgroup:
-            with open(os.path.join(cgroup, "cgroup.procs"), "w") as f:
-                f.write(str(os.getpid()))
-        os.setsid()  # its own session: a timeout kills the whole process group
-        for what, value in ((resource.RLIMIT_AS, LIMITS["address_space"]), (resource.RLIMIT_FSIZE, LIMITS["file_size"]),
-                            (resource.RLIMIT_NOFILE, LIMITS["open_files"]), (resource.RLIMIT_NPROC, LIMITS["processes"]),
-                            (resource.RLIMIT_CPU, int(cpu_seconds) + 1), (resource.RLIMIT_CORE, 0)):
-            resource.setrlimit(what, (value, value))
-    return apply
-
-
 def _kill_all(proc, cgroup, mode, uid):
     """End everything the sandbox started. With namespaces, killing the PID namespace's init (unshare's
     child) makes the kernel end every process in it. Then the process group; then, for a fresh uid,
@@ -763,6 +761,26 @@ def _kill_all(proc, cgroup, mode, uid):
             os.rmdir(cgroup)
 
 
+def _feed(pipe, data):
+    with contextlib.suppress(OSError):  # a driver that died early stops reading
+        with pipe:
+            pipe.write(data)
+
+
+def _wait(proc, timeout):
+    """Wait for the process to end, at most `timeout` seconds (a pidfd wakes at once, no polling)."""
+    try:
+        fd = os.pidfd_open(proc.pid)
+    except (AttributeError, OSError):
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=timeout)
+        return
+    try:
+        select.select([fd], [], [], timeout)
+    finally:
+        os.close(fd)
+
+
 def _run_sandboxed(program, request, timeout):
     """Run `program` under the driver in a fresh temp dir. Returns the driver's report (a dict), or None
     when the run overran `timeout` or ended before reporting; raises SandboxError when confinement failed.
@@ -783,22 +801,27 @@ def _run_sandboxed(program, request, timeout):
         if uid:
             for path in (work, os.path.join(work, "solution.py")):
                 os.chown(path, uid, uid)
-        cmd = [sys.executable, "-I", "-B", "driver.py"]
+        cmd = [sys.executable, "-I", "-S", "-B", "driver.py"]  # -S: site-packages are added by path, faster
         if mode != "none":
             cmd = (["unshare"] + (["--user", "--map-root-user"] if mode == "user-ns" else []) +
                    ["--net", "--pid", "--mount", "--fork", "--mount-proc", "--kill-child", "--propagation", "private"] + cmd)
         env = {"PATH": "/usr/bin:/bin", "HOME": work, "LANG": "C.UTF-8", "PYTHONHASHSEED": "0"}
-        request = dict(request, mounts=mode != "none", uid=uid, output_limit=LIMITS["output"])
         cgroup = _new_pids_cgroup()
+        limits = {"RLIMIT_AS": LIMITS["address_space"], "RLIMIT_FSIZE": LIMITS["file_size"], "RLIMIT_CORE": 0,
+                  "RLIMIT_NOFILE": LIMITS["open_files"], "RLIMIT_NPROC": LIMITS["processes"],
+                  "RLIMIT_CPU": int(timeout) + 1}
+        payload = json.dumps(dict(request, mounts=mode != "none", uid=uid, cgroup=cgroup, limits=limits,
+                                  site=site.getsitepackages(), output_limit=LIMITS["output"])).encode()
         with tempfile.TemporaryFile() as channel, tempfile.TemporaryFile() as log:
             proc = subprocess.Popen(cmd, cwd=work, env=env, stdin=subprocess.PIPE, stdout=channel, stderr=log,
-                                    preexec_fn=_limit_resources(timeout, cgroup))
+                                    start_new_session=True)  # its own session: a timeout kills the whole group
+            feed = threading.Thread(target=_feed, args=(proc.stdin, payload), daemon=True)
+            feed.start()
             try:
-                proc.communicate(json.dumps(request).encode(), timeout=timeout)
-            except (subprocess.TimeoutExpired, BrokenPipeError):
-                pass
+                _wait(proc, timeout)
             finally:
                 _kill_all(proc, cgroup, mode, uid)
+                feed.join()
             channel.seek(0)
             text = channel.read((len(request.get("inputs", ())) + 1) * (LIMITS["output"] + 1024)).decode("utf-8", "replace")
             if proc.returncode == 97 or (not text.startswith("confined\n") and proc.returncode not in (-9, None)):

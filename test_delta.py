@@ -1,4 +1,5 @@
 """Tests of delta.py: every formula against an independent computation, then the trainer end to end."""
+import dataclasses
 import json
 import math
 import os
@@ -71,46 +72,54 @@ def test_token_features_equal_autograd_gradient_of_lm_head_row(tiny, temperature
 
 
 # ------------------------------------------------------------------------------------- Sec. 3.2
-def reference_coefficients(v, adv, mask, K, lam_min, lam_max, eps=1e-8):
-    """A plain per-token loop written from Sec. 3.2 and the official code's semantics, in float64."""
+def official_coefficients(v, adv, mask, K, lam_min, lam_max, eps=1e-8, lam_w=1.0, fixed_gamma=None, hard=False,
+                          normalise=True, lagged=True):
+    """A literal transcription of the official compute_log_prob_h (impl "Normal"), pass by pass, one token
+    at a time in float64: statistics, initial gamma, K refinements (score with the gamma in force, move
+    the centroids, then gamma := std of the margins just used), final weights, normalisation. Its
+    hooks give the ablations: lam_w = 0 (within-side only), a fixed gamma, hard scores, no step 6.
+    lagged=False is the schedule this project had before: gamma recomputed from the new margins."""
     v = v.double()
     B, T, _ = v.shape
     toks = [(i, t) for i in range(B) for t in range(T) if mask[i, t]]
     side = {(i, t): (1 if adv[i] > 0 else -1 if adv[i] < 0 else 0) for i, t in toks}
-    plus = [x for x in toks if side[x] == 1]
-    minus = [x for x in toks if side[x] == -1]
-    if not plus or not minus:
-        return mask.double()
+    sig = lambda z: (1.0 if z > 0 else 0.0) if hard else 1 / (1 + math.exp(-z))
 
-    def centroid(group, alpha):
-        num = sum(alpha[x] * abs(float(adv[x[0]])) * v[x] for x in group)
-        den = sum(alpha[x] * abs(float(adv[x[0]])) for x in group)
-        return num / den
+    def centroids(alpha):
+        out = {}
+        for s in (1, -1):
+            w = {x: alpha[x] * abs(float(adv[x[0]])) for x in toks if side[x] == s}
+            out[s] = sum(w[x] * v[x] for x in w) / max(sum(w.values()), eps)
+        return out
 
-    def margin(x, mu_p, mu_n):
-        d_p, d_n = float(((v[x] - mu_p) ** 2).sum()), float(((v[x] - mu_n) ** 2).sum())
-        return d_n - d_p if side[x] == 1 else d_p - d_n  # opposite-side distance minus own-side distance
+    def margins(mu):  # own margin: lam_w * opposite distance - own distance
+        d = lambda x, s: float(((v[x] - mu[s]) ** 2).sum())
+        return {x: lam_w * d(x, -side[x]) - d(x, side[x]) for x in toks if side[x] != 0}
 
-    def pop_std(vals):
-        m = sum(vals) / len(vals)
-        return max(math.sqrt(sum((a - m) ** 2 for a in vals) / len(vals)), eps)
+    def gammas(g):  # one-pass population variance, floored at eps
+        out = {}
+        for s in (1, -1):
+            vals = [g[x] for x in g if side[x] == s]
+            n = max(len(vals), 1)
+            mean = sum(vals) / n
+            out[s] = fixed_gamma or math.sqrt(max(sum(a * a for a in vals) / n - mean * mean, eps))
+        return out
 
-    sig = lambda z: 1 / (1 + math.exp(-z))
-    alpha = {x: 1.0 for x in toks}
-    mu_p, mu_n = centroid(plus, alpha), centroid(minus, alpha)
-    g = {x: margin(x, mu_p, mu_n) for x in plus + minus}
-    gamma = {1: pop_std([g[x] for x in plus]), -1: pop_std([g[x] for x in minus])}
-    for _ in range(K):
-        # the std comes from the margins this iteration uses, before the centroid update
-        gamma = {1: pop_std([g[x] for x in plus]), -1: pop_std([g[x] for x in minus])}
-        alpha = {x: sig(g[x] / gamma[side[x]]) for x in plus + minus}
-        mu_p, mu_n = centroid(plus, alpha), centroid(minus, alpha)
-        g = {x: margin(x, mu_p, mu_n) for x in plus + minus}
+    mu = centroids({x: 1.0 for x in toks})  # pass 1
+    gamma = gammas(margins(mu))  # pass 2
+    for _ in range(K):  # passes 3 .. K + 2
+        g = margins(mu)
+        alpha = {x: sig(g[x] / gamma[side[x]]) for x in g}
+        mu = centroids({x: alpha.get(x, 0.0) for x in toks})
+        if lagged:
+            gamma = gammas(g)
+        elif _ < K - 1:
+            gamma = gammas(margins(mu))
+    g = margins(mu)  # pass K + 3
     lam = torch.zeros(B, T, dtype=torch.float64)
     for x in toks:
         lam[x] = lam_min if side[x] == 0 else lam_min + (lam_max - lam_min) * sig(g[x] / gamma[side[x]])
-    total = sum(float(lam[x]) for x in toks)
-    return lam * len(toks) / total
+    return lam * len(toks) / float(lam.sum()) if normalise else lam
 
 
 def random_batch(seed, B=6, T=7, H=5, dtype=torch.float32):
@@ -125,14 +134,67 @@ def random_batch(seed, B=6, T=7, H=5, dtype=torch.float32):
 @pytest.mark.parametrize("K", [0, 1, 2, 3])
 @pytest.mark.parametrize("band", [(0.8, 1.2), (0.5, 2.0), (1.0, 1.0), (0.0, 1.0)])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-def test_delta_coefficients_match_plain_loop(K, band, dtype):
+def test_delta_coefficients_match_a_literal_transcription_of_the_official_code(K, band, dtype):
     v, adv, mask = random_batch(K * 10 + int(band[1] * 10), dtype=dtype)
     lam = delta_coefficients(v, adv, mask, K=K, lam_min=band[0], lam_max=band[1])
-    ref = reference_coefficients(v, adv, mask, K, *band)
+    ref = official_coefficients(v, adv, mask, K, *band)
     assert lam.dtype == torch.float32
     assert torch.allclose(lam.double(), ref, rtol=1e-4, atol=1e-5)
     assert torch.all(lam[~mask] == 0)
     assert lam[mask].mean().item() == pytest.approx(1.0, abs=1e-5)
+
+
+def test_gamma_lags_one_step_inside_the_refinement_too():
+    """K >= 2: a step scores with the std of the previous step's margins. Recomputing gamma from the
+    current margins (the earlier schedule of this file) gives other coefficients; K = 1 is the same."""
+    v, adv, mask = random_batch(21)
+    same = official_coefficients(v, adv, mask, 1, 0.8, 1.2, lagged=False)
+    assert torch.allclose(same, official_coefficients(v, adv, mask, 1, 0.8, 1.2))
+    for K in (2, 3):
+        ours = delta_coefficients(v, adv, mask, K=K).double()
+        assert torch.allclose(ours, official_coefficients(v, adv, mask, K, 0.8, 1.2), atol=1e-5)
+        assert not torch.allclose(ours, official_coefficients(v, adv, mask, K, 0.8, 1.2, lagged=False), atol=1e-4)
+
+
+@pytest.mark.parametrize("ablation,kwargs,ref_kwargs", [
+    ("within-side only", dict(margin="own"), dict(lam_w=0.0)),
+    ("fixed gamma", dict(gamma=2.5), dict(fixed_gamma=2.5)),
+    ("hard assignment", dict(assign="hard"), dict(hard=True)),
+    ("no mass normalisation", dict(normalise=False), dict(normalise=False)),
+])
+@pytest.mark.parametrize("K", [0, 1, 2])
+def test_ablations_match_the_official_hooks(ablation, kwargs, ref_kwargs, K):
+    v, adv, mask = random_batch(31 + K)
+    lam = delta_coefficients(v, adv, mask, K=K, **kwargs)
+    ref = official_coefficients(v, adv, mask, K, 0.8, 1.2, **ref_kwargs)
+    assert torch.allclose(lam.double(), ref, rtol=1e-4, atol=1e-5), ablation
+    assert not torch.allclose(lam, delta_coefficients(v, adv, mask, K=K), atol=1e-4)  # it changes something
+
+
+def test_no_linear_map_is_the_band_zero_one():
+    v, adv, mask = random_batch(41)
+    lam = delta_coefficients(v, adv, mask, lam_min=0.0, lam_max=1.0, normalise=False)
+    assert torch.all(lam[mask & (adv == 0)[:, None]] == 0) and torch.all((lam[mask] >= 0) & (lam[mask] <= 1))
+
+
+def test_packed_features_give_the_padded_result():
+    """Only tokens of non-zero-advantage responses need features; the rest enter through num_valid."""
+    v, adv, mask = random_batch(51)
+    stats_pad, stats_packed = {}, {}
+    padded = delta_coefficients(v, adv, mask, K=2, stats=stats_pad)
+    side = mask & (adv != 0)[:, None]
+    packed = delta_coefficients(v[side], adv[:, None].expand_as(mask)[side], torch.ones(int(side.sum()), dtype=torch.bool),
+                                K=2, num_valid=mask.sum(), stats=stats_packed)
+    assert torch.allclose(packed, padded[side], atol=1e-6)
+    assert torch.allclose(padded[mask & (adv == 0)[:, None]], torch.tensor(stats_packed["lam_zero"]), atol=1e-6)
+    assert stats_packed == pytest.approx(stats_pad)
+
+
+def test_chunked_passes_over_offloaded_features_give_the_same_result():
+    v, adv, mask = random_batch(61, B=6, T=7)
+    whole = delta_coefficients(v, adv, mask, K=3)
+    for chunk in (1, 5, 13, 1000):
+        assert torch.allclose(delta_coefficients(v.clone(), adv, mask, K=3, chunk_tokens=chunk), whole, atol=1e-6)
 
 
 def test_delta_coefficients_zero_advantage_tokens_get_lam_min_before_normalisation():
@@ -253,6 +315,59 @@ def test_policy_loss_at_old_policy_gradient_is_lambda_weighted_policy_gradient()
     assert met["clipfrac"] == 0 and met["approx_kl"] == 0
 
 
+def test_sapo_gate_replaces_the_clip():
+    """SAPO: per token -A' (4 / tau) sigmoid(tau (r - 1)), tau_pos for A > 0, tau_neg otherwise; no clip."""
+    logp, old, adv, mask, lam = loss_inputs(5)
+    loss, _ = policy_loss(logp, old, adv, mask, lam, sapo_tau=(1.0, 1.05))
+    total = 0.0
+    for i in range(logp.shape[0]):
+        for t in range(logp.shape[1]):
+            if mask[i, t]:
+                tau = 1.0 if adv[i] > 0 else 1.05
+                r = math.exp(float(logp[i, t].detach() - old[i, t]))
+                total += -float(adv[i] * lam[i, t]) * (4 / tau) / (1 + math.exp(-tau * (r - 1)))
+    assert loss.item() == pytest.approx(total / int(mask.sum()), rel=1e-5)
+    on_policy = old.clone().requires_grad_()  # at r = 1 the gate's gradient is the plain policy gradient
+    (g,) = torch.autograd.grad(policy_loss(on_policy, old, adv, mask, lam, sapo_tau=(1.0, 1.05))[0], on_policy)
+    assert torch.allclose(g, -(adv[:, None] * lam * mask) / mask.sum(), atol=1e-7)
+
+
+def test_entropy_top_mask_keeps_the_top_share_of_valid_tokens():
+    gen = torch.Generator().manual_seed(0)
+    entropy, mask = torch.rand(6, 9, generator=gen), torch.rand(6, 9, generator=gen) > 0.3
+    entropy[~mask] = 10.0  # padding must never be picked, however large its entropy
+    top = delta.entropy_top_mask(entropy, mask, 0.2)
+    ranked = sorted((float(entropy[i, t]), (i, t)) for i in range(6) for t in range(9) if mask[i, t])[::-1]
+    k = math.ceil(0.2 * len(ranked))
+    assert {x for _, x in ranked[:k]} == {(i, t) for i in range(6) for t in range(9) if top[i, t]}
+
+
+def test_fipo_weights_against_a_loop():
+    """FIPO: f_t = clip(exp(sum_{k>=t} gamma^(k-t) M_k D_k)); capped at 1 for A < 0 with r > safety;
+    responses with more than one dual-clipped negative token are dropped."""
+    gen = torch.Generator().manual_seed(3)
+    B, T = 5, 300  # longer than one block of the chunked discount
+    old = -torch.rand(B, T, generator=gen)
+    logp = old + 0.05 * torch.randn(B, T, generator=gen)
+    logp[1, 10], logp[1, 20], logp[3, 5] = old[1, 10] + 3.0, old[1, 20] + 2.9, old[3, 5] + 1.5  # ratios 20, 18, 4.5
+    adv = torch.tensor([0.5, -1.0, 0.0, -0.3, 1.2])
+    mask = torch.ones(B, T, dtype=torch.bool)
+    mask[4, 250:] = False
+    f, keep = delta.fipo_weights(logp, old, adv, mask, decay=32.0, low=0.8, high=1.2, safety=3.0, clip_c=10.0, chunk=128)
+    g = 2 ** (-1 / 32)
+    for i in range(B):
+        d = [float(logp[i, t] - old[i, t]) * bool(mask[i, t]) for t in range(T)]
+        d = [x if x <= math.log(10.0) else 0.0 for x in d]
+        acc = 0.0
+        for t in reversed(range(T)):
+            acc = d[t] + g * acc
+            want = min(max(math.exp(acc), 0.8), 1.2)
+            if adv[i] < 0 and mask[i, t] and math.exp(float(logp[i, t] - old[i, t])) > 3.0:
+                want = min(want, 1.0)
+            assert float(f[i, t]) == pytest.approx(want, rel=1e-4), (i, t)
+    assert keep.tolist() == [True, False, True, True, True]  # response 1 has two ratios above c = 10
+
+
 # ------------------------------------------------------------------------------------- rollout
 def test_scoring_logprobs_match_generate_logits_with_left_padding(tiny):
     """The training/scoring forward reproduces the sampler's distribution: same positions, logits / T."""
@@ -277,6 +392,29 @@ def test_scoring_logprobs_match_generate_logits_with_left_padding(tiny):
     assert torch.allclose(logp[rmask], ref[rmask], atol=1e-4)
 
 
+@pytest.mark.parametrize("chunk", [1, 5, 4096])
+def test_sliced_lm_head_gives_the_full_logits_values_and_gradients(tiny, chunk):
+    """The LM head on slices (checkpointed in training) equals the plain forward over [b, R, V] logits."""
+    model, tok = delta.load_model(tiny, torch.device("cpu"))
+    batch = delta.pack(tok, ["Q: 1+2=?", "Q: 35+41=?\nA: "], ["So 3.", "It is \\boxed{76}"], "cpu")
+    ids, am, R = batch["input_ids"], batch["attention_mask"], batch["response_mask"].shape[1]
+    logits = model(input_ids=ids, attention_mask=am.long(), position_ids=(am.long().cumsum(1) - 1).clamp(min=0),
+                   output_hidden_states=True, use_cache=False)
+    full = logits.logits[:, -R - 1:-1].float() / 0.7  # [b, R, V]
+    ref_logp = full.log_softmax(-1).gather(-1, ids[:, -R:, None]).squeeze(-1)
+    ref_ent = -(full.softmax(-1) * full.log_softmax(-1)).sum(-1)
+    logp, extra = delta.response_logprobs(model, ids, am, R, 0.7, capture_hidden=True, with_entropy=True,
+                                          chunk_tokens=chunk, checkpoint=True)
+    assert torch.allclose(logp, ref_logp, atol=1e-5) and torch.allclose(extra["entropy"], ref_ent, atol=1e-5)
+    assert torch.allclose(extra["hidden"], logits.hidden_states[-1][:, -R - 1:-1], atol=1e-6)  # post-norm input of the head
+    mask = batch["response_mask"]
+    ours = torch.autograd.grad((logp * mask).sum(), list(model.parameters()), allow_unused=True)
+    ref = torch.autograd.grad((ref_logp * mask).sum(), list(model.parameters()), allow_unused=True)
+    for a, b in zip(ours, ref):
+        assert (a is None and b is None) or torch.allclose(a, b, atol=1e-5)
+    assert "forward" not in vars(model.get_output_embeddings())  # the head is itself again
+
+
 def test_response_mask_stops_at_first_eos_even_though_pad_is_eos(tiny):
     model, tok = delta.load_model(tiny, torch.device("cpu"))
     assert tok.pad_token_id == tok.eos_token_id
@@ -293,8 +431,16 @@ def test_response_mask_stops_at_first_eos_even_though_pad_is_eos(tiny):
             assert n == ids.shape[0] and trunc
 
 
+def test_generation_in_token_budgeted_calls_gives_the_same_greedy_responses(tiny):
+    model, tok = delta.load_model(tiny, torch.device("cpu"))
+    prompts = [delta.format_prompt(tok, f"{a}+{a + 7}=?", "") for a in range(10, 30)] + ["Q: 5+5=?\nA: "]
+    one = delta.generate(model, tok, prompts, 16, temperature=0.0, max_tokens=10**6)
+    many = delta.generate(model, tok, prompts, 16, temperature=0.0, max_tokens=3 * 40)  # 3 sequences per call
+    assert delta.decode_responses(tok, one) == delta.decode_responses(tok, many)
+
+
 # ------------------------------------------------------------------------------------- training step
-def fixed_rollout(tiny, n_prompts=4, G=4, seed=0):
+def fixed_rollout(tiny, n_prompts=4, G=4, seed=0, budget=16384, algo="delta"):
     model, tok = delta.load_model(tiny, torch.device("cpu"))
     gen = torch.Generator().manual_seed(seed)
     rows = delta.addition_task(0, 8)[0][:n_prompts]
@@ -308,52 +454,105 @@ def fixed_rollout(tiny, n_prompts=4, G=4, seed=0):
             correct.append(float(ok))
     batch = delta.pack(tok, prompts, responses, "cpu")
     adv = group_advantages(torch.tensor(correct), G)
-    args = Args(prompts_per_step=n_prompts, group_size=G, mini_batch_prompts=2, micro_batch_size=8, lr=1e-2)
-    batch["old_logp"], _, v = delta.score(model, batch, args, features=True)
-    return model, tok, batch, adv, v, args
+    args = Args(prompts_per_step=n_prompts, group_size=G, mini_batch_prompts=2, max_tokens_per_micro_batch=budget,
+                lr=1e-2, algo=algo)
+    plans = delta.micro_batches(batch, args, 1)
+    batch["old_logp"], entropy, packed = delta.score(model, batch, adv, plans, args, features=True)
+    return model, tok, batch, adv, packed, args, plans
+
+
+def train(model, batch, adv, weights, plans, args, lr=0.1):
+    return delta.train_on_rollout(model, torch.optim.SGD(model.parameters(), lr=lr), batch, adv, weights, plans, args, 1)
+
+
+def test_micro_batches_cover_every_row_once_within_the_budget(tiny):
+    _, _, batch, _, _, args, _ = fixed_rollout(tiny, budget=100)
+    plans = delta.micro_batches(batch, args, 1)
+    per = args.mini_batch_prompts * args.group_size
+    for m, groups in enumerate(plans):
+        rows = sorted(int(i) for g in groups for i in g)
+        assert rows == list(range(m * per, (m + 1) * per))  # each mini-batch's rows, once
+        for g in groups:
+            ids, _, R = delta.micro_batch(batch, g)
+            assert len(g) == 1 or ids.numel() <= 100  # padded tokens within the budget
+    assert len(plans[0]) > 1 and len(delta.micro_batches(batch, dataclasses.replace(args, max_tokens_per_micro_batch=10**6), 1)[0]) == 1
+
+
+def test_score_packs_the_features_of_side_tokens(tiny):
+    model, tok, batch, adv, packed, args, plans = fixed_rollout(tiny)
+    v, adv_tok, where = packed
+    mask = batch["response_mask"]
+    R = mask.shape[1]
+    logp, extra = delta.response_logprobs(model, batch["input_ids"], batch["attention_mask"], R, 1.0, capture_hidden=True)
+    padded = token_features(extra["hidden"], logp)  # [N, R, H] from one untrimmed forward
+    side = mask & (adv != 0)[:, None]
+    assert v.shape[0] == int(side.sum()) and sorted(where.tolist()) == side.flatten().nonzero().flatten().tolist()
+    assert torch.allclose(v, padded.reshape(-1, v.shape[1])[where], atol=1e-5)
+    assert torch.equal(adv_tok, adv[:, None].expand_as(mask).reshape(-1)[where])
+    assert torch.allclose(batch["old_logp"][mask], logp[mask], atol=1e-5)
+
+
+def test_bf16_features_change_lambda_by_bf16_rounding_only(tiny):
+    """Stored in bf16 (the compute dtype on GPU), the features move lam by at most 0.01 here."""
+    _, _, batch, adv, packed, args, _ = fixed_rollout(tiny, n_prompts=8)
+    v, adv_tok, where = packed
+    ones = torch.ones_like(adv_tok, dtype=torch.bool)
+    mask = batch["response_mask"]
+    fp32 = delta_coefficients(v, adv_tok, ones, num_valid=mask.sum())
+    bf16 = delta_coefficients(v.bfloat16(), adv_tok, ones, num_valid=mask.sum())
+    assert (fp32 - bf16).abs().max().item() < 1e-2
 
 
 def test_algo_dapo_and_delta_differ_only_through_lambda(tiny):
     states = []
     for algo in ("dapo", "delta"):
-        model, _, batch, adv, v, args = fixed_rollout(tiny)
-        args.algo = algo
-        lam = torch.ones_like(batch["old_logp"]) if algo == "delta" else None
-        opt = torch.optim.SGD(model.parameters(), lr=0.1)
-        delta.train_on_rollout(model, opt, batch, adv, lam, args, world_size=1)
+        model, _, batch, adv, packed, args, plans = fixed_rollout(tiny, algo=algo)
+        weights = torch.ones_like(batch["old_logp"]) if algo == "delta" else None
+        train(model, batch, adv, weights, plans, args)
         states.append(model.state_dict())
     assert all(torch.equal(states[0][k], states[1][k]) for k in states[0])
-    # and a real lam changes the update
-    model, _, batch, adv, v, args = fixed_rollout(tiny)
-    lam = delta_coefficients(v, adv, batch["response_mask"])
-    delta.train_on_rollout(model, torch.optim.SGD(model.parameters(), lr=0.1), batch, adv, lam, args, 1)
+    model, _, batch, adv, packed, args, plans = fixed_rollout(tiny)  # and a real lam changes the update
+    train(model, batch, adv, delta.coefficients(packed, batch["response_mask"], args, {}), plans, args)
     assert any(not torch.equal(states[0][k], model.state_dict()[k]) for k in states[0])
 
 
-def test_training_step_independent_of_micro_batch_size(tiny):
+def test_training_step_independent_of_micro_batch_budget(tiny):
     finals = []
-    for micro in (8, 2):
-        model, _, batch, adv, v, args = fixed_rollout(tiny)
-        args.micro_batch_size = micro
-        lam = delta_coefficients(v, adv, batch["response_mask"])
-        delta.train_on_rollout(model, torch.optim.SGD(model.parameters(), lr=0.1), batch, adv, lam, args, 1)
+    for budget in (16384, 60):  # one micro-batch per mini-batch, or one response each
+        model, _, batch, adv, packed, args, plans = fixed_rollout(tiny, budget=budget)
+        assert (max(map(len, plans)) > 1) == (budget == 60)
+        train(model, batch, adv, delta.coefficients(packed, batch["response_mask"], args, {}), plans, args)
         finals.append(model.state_dict())
     for k in finals[0]:
         assert torch.allclose(finals[0][k], finals[1][k], atol=1e-6), k
 
 
-def uneven_batch():
-    v, adv, mask = random_batch(11)
-    mask[0:2, 5:] = False  # rank 0's responses are shorter: it holds them padded to 5 tokens only
-    return v, adv, mask
+@pytest.mark.parametrize("algo", ["forking", "sapo", "fipo"])
+def test_baselines_train_through_the_same_path(tiny, algo):
+    """Each baseline departs from DAPO only where ALGOS says. Forking and SAPO change even a step taken at
+    theta_old; FIPO's weights are 1 there (no future KL yet) and change the later steps of a rollout."""
+    def run(name, mini_batch_prompts):
+        model, _, batch, adv, _, args, _ = fixed_rollout(tiny, algo=name)
+        args.mini_batch_prompts = mini_batch_prompts
+        mask = batch["response_mask"]
+        weights = delta.entropy_top_mask(torch.rand(mask.shape), mask, 0.2).float() if name == "forking" else None
+        out = train(model, batch, adv, weights, delta.micro_batches(batch, args, 1), args)
+        assert math.isfinite(out["grad_norm"])
+        return model.state_dict()
+
+    same = lambda a, b: all(torch.equal(a[k], b[k]) for k in a)
+    if algo == "fipo":
+        assert same(run("fipo", 4), run("dapo", 4)) and not same(run("fipo", 2), run("dapo", 2))
+    else:
+        assert not same(run(algo, 4), run("dapo", 4))
 
 
 def test_non_finite_gradient_skips_the_step(tiny):
-    model, _, batch, adv, v, args = fixed_rollout(tiny)
+    model, _, batch, adv, packed, args, plans = fixed_rollout(tiny)
     before = {k: x.clone() for k, x in model.state_dict().items()}
     batch["old_logp"] = torch.full_like(batch["old_logp"], float("nan"))
     with pytest.warns(UserWarning, match="non-finite gradient norm"):
-        out = delta.train_on_rollout(model, torch.optim.SGD(model.parameters(), lr=0.1), batch, adv, None, args, 1)
+        out = train(model, batch, adv, None, plans, args)
     assert not math.isfinite(out["grad_norm"])
     assert all(torch.equal(before[k], x) for k, x in model.state_dict().items())
 
@@ -361,12 +560,12 @@ def test_non_finite_gradient_skips_the_step(tiny):
 def test_gradient_checkpointing_gives_the_same_update(tiny):
     finals = []
     for ckpt in (False, True):
-        model, _, batch, adv, v, args = fixed_rollout(tiny)
+        model, _, batch, adv, packed, args, plans = fixed_rollout(tiny)
         if ckpt:
             delta.enable_checkpointing(model)
             assert getattr(model, "is_activation_checkpointing", None) or model.is_gradient_checkpointing
         model.train()
-        delta.train_on_rollout(model, torch.optim.SGD(model.parameters(), lr=0.1), batch, adv, None, args, 1)
+        train(model, batch, adv, None, plans, args)
         finals.append(model.state_dict())
     assert all(torch.allclose(finals[0][k], finals[1][k], atol=1e-6) for k in finals[0])
 
@@ -374,8 +573,9 @@ def test_gradient_checkpointing_gives_the_same_update(tiny):
 @pytest.mark.parametrize("algo", ["grpo", "drgrpo"])
 def test_grpo_and_drgrpo_normalisers(tiny, algo):
     """GRPO: mean over each response, then over responses (symmetric clip); Dr. GRPO: token sum / (responses x max len)."""
-    model, _, batch, adv, v, args = fixed_rollout(tiny)
-    args.algo, args.mini_batch_prompts, args.micro_batch_size = algo, 4, 16  # one mini-batch, one micro-batch
+    model, _, batch, adv, packed, args, plans = fixed_rollout(tiny, algo=algo)
+    args.mini_batch_prompts = 4  # one mini-batch, one micro-batch
+    plans = delta.micro_batches(batch, args, 1)
     mask = batch["response_mask"]
     R = mask.shape[1]
     logp, _ = delta.response_logprobs(model, batch["input_ids"], batch["attention_mask"], R, 1.0)
@@ -386,9 +586,8 @@ def test_grpo_and_drgrpo_normalisers(tiny, algo):
         ratio = (logp - batch["old_logp"]).exp()
         expected = -(adv[:, None] * ratio * mask).sum() / (16 * args.max_new_tokens)
     (g_expected,) = torch.autograd.grad(expected, model.get_output_embeddings().weight)
-    opt = torch.optim.SGD(model.parameters(), lr=1.0)
     w0 = model.get_output_embeddings().weight.detach().clone()
-    out = delta.train_on_rollout(model, opt, batch, adv, None, args, 1)
+    out = train(model, batch, adv, None, plans, args, lr=1.0)
     assert out["loss/policy"] == pytest.approx(expected.item(), rel=1e-5, abs=1e-7)
     norm = g_expected.norm()  # the step is clipped to max_grad_norm over all parameters; compare directions
     step = w0 - model.get_output_embeddings().weight.detach()
@@ -396,51 +595,84 @@ def test_grpo_and_drgrpo_normalisers(tiny, algo):
     assert cos.item() == pytest.approx(1.0, abs=1e-4)
 
 
-def _dist_worker(rank, world, tmp, tiny):
+def _rank_share(batch, adv, args, rank, world):
+    """This rank's rows: an equal share of every mini-batch, as prompt_indices hands them out."""
+    per = args.mini_batch_prompts * args.group_size
+    idx = torch.cat([torch.arange(m + rank * per // world, m + (rank + 1) * per // world)
+                     for m in range(0, adv.shape[0], per)])
+    part = {k: (x[idx] if torch.is_tensor(x) else x) for k, x in batch.items()}
+    return part, adv[idx]
+
+
+def _dist_worker(rank, world, tmp, tiny, engine):
     import torch.distributed as dist
     torch.set_num_threads(1)
     dist.init_process_group("gloo", init_method=f"file://{tmp}/rendezvous", rank=rank, world_size=world)
     try:
-        # coefficients: each rank holds a slice of the batch, padded to its own length
-        v, adv, mask = uneven_batch()
-        rows = slice(0, 2) if rank == 0 else slice(2, 6)
-        T = 5 if rank == 0 else 7
-        lam = delta_coefficients(v[rows, :T], adv[rows], mask[rows, :T], K=2, stats=(stats := {}))
-        torch.save({"lam": lam, "stats": stats}, f"{tmp}/lam{rank}.pt")
-        # a whole training step under DDP: each rank holds its share of every mini-batch
-        model, tok, batch, adv, v, args = fixed_rollout(tiny)
-        per = args.mini_batch_prompts * args.group_size  # responses of one mini-batch
-        idx = torch.cat([torch.arange(m + rank * per // world, m + (rank + 1) * per // world)
-                         for m in range(0, adv.shape[0], per)])
-        part = {k: (x[idx] if torch.is_tensor(x) else x) for k, x in batch.items()}
-        lam = delta_coefficients(v[idx], adv[idx], part["response_mask"])
-        ddp = torch.nn.parallel.DistributedDataParallel(model)
-        args.micro_batch_size = 2
-        delta.train_on_rollout(ddp, torch.optim.SGD(model.parameters(), lr=0.1), part, adv[idx], lam, args, world)
+        if engine == "ddp":  # coefficients: each rank holds a slice of the batch, padded to its own length
+            v, adv, mask = uneven_batch()
+            rows = slice(0, 2) if rank == 0 else slice(2, 6)
+            T = 5 if rank == 0 else 7
+            lam = delta_coefficients(v[rows, :T], adv[rows], mask[rows, :T], K=2, stats=(stats := {}))
+            torch.save({"lam": lam, "stats": stats}, f"{tmp}/lam{rank}.pt")
+        # a whole training step: scoring pass, coefficients from packed features, optimizer steps
+        model, tok, batch, adv, _, args, _ = fixed_rollout(tiny)
+        part, part_adv = _rank_share(batch, adv, args, rank, world)
+        args.max_tokens_per_micro_batch = 80  # several micro-batches, a different split than one process makes
+        args.fsdp = engine == "fsdp"
+        wrapped = delta.wrap_model(model, args, world, torch.device("cpu"))
+        opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)  # linear in the gradient, with state
+        plans = delta.micro_batches(part, args, world)
+        part["old_logp"], _, packed = delta.score(wrapped, part, part_adv, plans, args, features=True)
+        lam = delta.coefficients(packed, part["response_mask"], args, stats := {})
+        out = delta.all_mean(delta.train_on_rollout(wrapped, opt, part, part_adv, lam, plans, args, world), world, "cpu")
+        state = delta.full_state_dict(wrapped)
+        optim = delta.optimizer_state(wrapped, opt)
         if rank == 0:
-            torch.save(model.state_dict(), f"{tmp}/model.pt")
-        del ddp, model
+            torch.save({"model": state, "out": out, "stats": stats, "optim": optim}, f"{tmp}/{engine}.pt")
+        del wrapped, model
     finally:
         dist.destroy_process_group()
 
 
-def test_two_processes_match_one_process(tiny, tmp_path):
-    mp.spawn(_dist_worker, args=(2, str(tmp_path), tiny), nprocs=2, join=True)
-    # coefficients: the two slices together equal the one-process result on the whole batch
-    v, adv, mask = uneven_batch()
+def uneven_batch():
+    v, adv, mask = random_batch(11)
+    mask[0:2, 5:] = False  # rank 0's responses are shorter: it holds them padded to 5 tokens only
+    return v, adv, mask
+
+
+def one_process_step(tiny):
+    model, _, batch, adv, packed, args, plans = fixed_rollout(tiny)
     stats = {}
-    whole = delta_coefficients(v, adv, mask, K=2, stats=stats)
-    got0, got1 = torch.load(f"{tmp_path}/lam0.pt"), torch.load(f"{tmp_path}/lam1.pt")
-    assert torch.allclose(got0["lam"], whole[0:2, :5], atol=1e-6)
-    assert torch.allclose(got1["lam"], whole[2:6, :7], atol=1e-6)
-    assert got0["stats"] == pytest.approx(stats) and got1["stats"] == pytest.approx(stats)
-    # the training step: 2 DDP ranks = 1 process
-    model, _, batch, adv, v, args = fixed_rollout(tiny)
-    lam = delta_coefficients(v, adv, batch["response_mask"])
-    delta.train_on_rollout(model, torch.optim.SGD(model.parameters(), lr=0.1), batch, adv, lam, args, 1)
-    two = torch.load(f"{tmp_path}/model.pt")
+    lam = delta.coefficients(packed, batch["response_mask"], args, stats)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)  # linear in the gradient, with state
+    out = delta.train_on_rollout(model, opt, batch, adv, lam, plans, args, 1)
+    return model, out, stats, delta.optimizer_state(model, opt)
+
+
+@pytest.mark.parametrize("engine", ["ddp", "fsdp"])
+def test_two_processes_match_one_process(tiny, tmp_path, engine):
+    """2 gloo processes under DDP or FSDP2 = 1 process: coefficients, loss, gradient norm, parameters and
+    optimizer state, within fp32 rounding."""
+    mp.spawn(_dist_worker, args=(2, str(tmp_path), tiny, engine), nprocs=2, join=True)
+    if engine == "ddp":  # coefficients: the two slices together equal the one-process result on the whole batch
+        v, adv, mask = uneven_batch()
+        stats = {}
+        whole = delta_coefficients(v, adv, mask, K=2, stats=stats)
+        got0, got1 = torch.load(f"{tmp_path}/lam0.pt"), torch.load(f"{tmp_path}/lam1.pt")
+        assert torch.allclose(got0["lam"], whole[0:2, :5], atol=1e-6)
+        assert torch.allclose(got1["lam"], whole[2:6, :7], atol=1e-6)
+        assert got0["stats"] == pytest.approx(stats) and got1["stats"] == pytest.approx(stats)
+    model, out, stats, optim = one_process_step(tiny)
+    two = torch.load(f"{tmp_path}/{engine}.pt")
+    assert two["stats"] == pytest.approx(stats, rel=1e-5)
+    assert two["out"]["loss/policy"] == pytest.approx(out["loss/policy"], rel=1e-4, abs=1e-7)
+    assert two["out"]["grad_norm"] == pytest.approx(out["grad_norm"], rel=1e-4)
     for k, x in model.state_dict().items():
-        assert torch.allclose(x, two[k], atol=1e-6), k
+        assert torch.allclose(x, two["model"][k], atol=1e-6), k
+    for name, st in optim["state"].items():
+        for key in ("momentum_buffer",):
+            assert torch.allclose(st[key], two["optim"]["state"][name][key], rtol=1e-4, atol=1e-6), (name, key)
 
 
 # ------------------------------------------------------------------------------------- arguments
@@ -448,7 +680,13 @@ def test_two_processes_match_one_process(tiny, tmp_path):
     (dict(group_size=1), "--group_size"),
     (dict(algo="ppo"), "--algo"),
     (dict(prompts_per_step=30, mini_batch_prompts=16), "multiple of --mini_batch_prompts"),
-    (dict(micro_batch_size=48), "--micro_batch_size"),
+    (dict(max_tokens_per_micro_batch=0), "--max_tokens_per_micro_batch"),
+    (dict(delta_margin="both"), "--delta_margin"),
+    (dict(delta_assign="argmax"), "--delta_assign"),
+    (dict(task="sorting"), "--task"),
+    (dict(report_to="mlflow"), "--report_to"),
+    (dict(feature_dtype="fp8"), "--feature_dtype"),
+    (dict(vllm=True, vllm_max_model_len=100), "below max_prompt_length"),
     (dict(lam_min=1.3, lam_max=1.2), "lam_min <= lam_max"),
     (dict(lam_min=-0.1), "lam_min"),
     (dict(K=-1), "--K"),
@@ -475,7 +713,7 @@ def test_config_file_and_command_line_parse_to_the_same_args(tmp_path):
 
 
 # ------------------------------------------------------------------------------------- end to end
-FAST = ["--prompts_per_step", "8", "--group_size", "4", "--mini_batch_prompts", "4", "--micro_batch_size", "8",
+FAST = ["--prompts_per_step", "8", "--group_size", "4", "--mini_batch_prompts", "4", "--max_tokens_per_micro_batch", "400",
         "--eval_size", "16", "--sft_max_steps", "20", "--max_new_tokens", "48", "--progress", "false"]
 
 
@@ -508,7 +746,12 @@ def test_end_to_end_runs_changes_weights_and_resumes_exactly(tmp_path):
     init = load_file(os.path.join(a, "tiny-init", "model.safetensors"))
     final = load_file(os.path.join(a, "final", "model.safetensors"))
     assert any(not torch.equal(init[k], final[k]) for k in init)
-    assert sorted(os.listdir(a)) == ["args.json", "checkpoint-2", "checkpoint-4", "final", "metrics.jsonl", "tiny-init"]
+    assert sorted(os.listdir(a)) == ["args.json", "checkpoint-2", "checkpoint-4", "final", "held_out.jsonl", "metrics.jsonl",
+                                     "tiny-init"]
+    held_out = [json.loads(line) for line in open(os.path.join(a, "held_out.jsonl"))]
+    assert len(held_out) == 16 and set(held_out[0]) == {"question", "answer"}
+    for folder in ("final", "checkpoint-4"):  # the prompt settings travel with every model folder
+        assert json.load(open(os.path.join(a, folder, delta.PROMPT_FILE)))["instruction"] == ""
 
     # resume from step 2 in a copy: steps 3 and 4 must be identical to the uninterrupted run
     b = str(tmp_path / "b")
@@ -531,11 +774,13 @@ def test_command_line_rejects_bad_arguments_before_work(tmp_path):
     assert not os.path.exists(tmp_path / "x")
 
 
-def test_torchrun_two_processes_end_to_end_and_resume(tmp_path):
+@pytest.mark.parametrize("engine", [[], ["--fsdp"]], ids=["ddp", "fsdp"])
+def test_torchrun_two_processes_end_to_end_and_resume(tmp_path, engine):
     from safetensors.torch import load_file
 
     out = str(tmp_path / "ddp")
-    p = run_delta("--output_dir", out, "--max_steps", "2", "--eval_every", "0", "--save_every", "1", *FAST, torchrun=True)
+    p = run_delta("--output_dir", out, "--max_steps", "2", "--eval_every", "0", "--save_every", "1", *FAST, *engine,
+                  torchrun=True)
     assert p.returncode == 0, p.stderr[-3000:]
     rows = read_metrics(out)
     steps = [r for r in rows if "reward/mean" in r]
@@ -546,7 +791,7 @@ def test_torchrun_two_processes_end_to_end_and_resume(tmp_path):
     os.makedirs(b)
     shutil.copytree(os.path.join(out, "checkpoint-1"), os.path.join(b, "checkpoint-1"))
     p = run_delta("--output_dir", b, "--resume", "--max_steps", "2", "--eval_every", "0", "--save_every", "1", *FAST,
-                  torchrun=True)
+                  *engine, torchrun=True)
     assert p.returncode == 0, p.stderr[-3000:]
     strip = lambda r: {k: x for k, x in r.items() if not k.startswith("time/")}
     assert strip([r for r in read_metrics(b) if r["step"] == 2][0]) == strip(steps[-1])
@@ -618,6 +863,11 @@ def test_core_functions_are_copyable_pure_torch():
         (token_features, lambda f: f(v, -torch.rand(6, 7))),
         (delta_coefficients, lambda f: f(v, adv, mask, K=2)),
         (policy_loss, lambda f: f(logp, old, a2, m2, lam)[0]),
+        (policy_loss, lambda f: f(logp, old, a2, m2, lam, sapo_tau=(1.0, 1.05))[0]),
+        (delta.entropy_top_mask, lambda f: f(-logp.detach(), m2)),
+        (delta.fipo_weights, lambda f: f(logp.detach(), old, a2, m2)[0]),
+        (delta_coefficients, lambda f: f(v.reshape(-1, 5), adv[:, None].expand(6, 7).reshape(-1), mask.reshape(-1),
+                                         K=2, chunk_tokens=4, margin="own", assign="hard")),
     ]:
         namespace = {"torch": torch}
         exec(inspect.getsource(fn), namespace)
@@ -637,4 +887,4 @@ def test_core_signatures_as_documented():
     assert sig(delta_coefficients)[:7] == [("v", E), ("adv", E), ("mask", E), ("K", 1), ("lam_min", 0.8),
                                            ("lam_max", 1.2), ("eps", 1e-8)]
     assert sig(policy_loss) == [("logp", E), ("old_logp", E), ("adv", E), ("mask", E), ("lam", None), ("clip_low", 0.2),
-                                ("clip_high", 0.28), ("clip_c", 10.0), ("num_tokens", None)]
+                                ("clip_high", 0.28), ("clip_c", 10.0), ("num_tokens", None), ("sapo_tau", None)]

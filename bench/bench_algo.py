@@ -41,7 +41,7 @@ def main(argv):
         delta.build_tiny(os.path.join(args.output_dir, "tiny-init"), args.seed)
         model, tok = delta.load_model(os.path.join(args.output_dir, "tiny-init"), torch.device("cpu"))
         torch.manual_seed(args.seed)
-        delta.warm_start(model, tok, train_rows, eval_rows, args, 0, 1, log=lambda row: None)
+        delta.warm_start(model, model, tok, train_rows, eval_rows, args, 0, 1, log=lambda row: None)
     torch.manual_seed(args.seed)
     runs = {}
     for algo in ("dapo", "delta"):
@@ -52,7 +52,7 @@ def main(argv):
         for algo in (("dapo", "delta") if step % 2 == 0 else ("delta", "dapo")):
             r = runs[algo]
             torch.set_rng_state(r["rng"])
-            r["rows"].append(delta.rl_step(step, r["model"], r["model"], r["opt"], tok, train_rows, r["args"], 0, 1))
+            r["rows"].append(delta.rl_step(step, r["model"], r["model"], r["opt"], tok, train_rows, r["args"], 0, 1)[0])
             r["rng"] = torch.get_rng_state()
     mean = {}
     for algo, r in runs.items():
