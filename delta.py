@@ -108,7 +108,7 @@ class Args:
     vllm_gpu_memory: float = field(default=0.3, metadata={"help": "share of GPU memory vLLM may take for weights and KV cache"})
     vllm_max_model_len: int = field(default=0, metadata={"help": "vLLM's maximum sequence length; 0 = max_prompt_length + max_new_tokens"})
     # --- warm start of the tiny default (no effect with --model) -----------------------
-    sft_target_acc: float = field(default=0.12, metadata={"help": "stop the warm start at this held-out accuracy of samples"})
+    sft_target_acc: float = field(default=0.0, metadata={"help": "stop the warm start at this held-out accuracy of samples; 0: the task's (addition 0.12, multistep 0.2)"})
     sft_max_steps: int = field(default=1500, metadata={"help": "upper bound on warm-start steps"})
     sft_lr: float = field(default=1e-3, metadata={"help": "warm-start learning rate"})
     sft_batch_size: int = field(default=64, metadata={"help": "warm-start examples per step, all ranks"})
@@ -490,6 +490,7 @@ def multistep_task(seed=0, n_eval=256):
 
 
 TASK_BUILDERS = {"addition": addition_task, "multistep": multistep_task}
+SFT_TARGET = {"addition": 0.12, "multistep": 0.2}  # accuracy of samples at which RL starts (../shared/notes)
 
 
 def load_rows(source, split, prompt_key, answer_key):
@@ -1157,6 +1158,7 @@ def resolve_defaults(args):
     args.output_dir = args.output_dir or os.path.join("runs", args.run_name)
     if args.instruction == "auto":
         args.instruction = PROMPT_INSTRUCTION if args.dataset else ""
+    args.sft_target_acc = args.sft_target_acc or SFT_TARGET[args.task]
 
 
 def load_task(args):

@@ -993,3 +993,14 @@ def test_memory_estimator_matches_the_tiny_models_tensors(tiny):
     slice_args = dataclasses.replace(args, head_chunk_tokens=7)
     assert memory.estimate(cfg, slice_args, world, False, "none", 1, gpu=False)[0][
         "logits of one head slice (fp32, softmax, grads)"][1] == 2 * 7 * V * 8
+
+
+def test_offloaded_features_give_the_same_coefficients(tiny):
+    """--offload_features: the packed features in (pinned) CPU memory, streamed to the device in chunks."""
+    model, _, batch, adv, packed, args, plans = fixed_rollout(tiny)
+    mask = batch["response_mask"]
+    lam = delta.coefficients(packed, mask, args, {})
+    offload = dataclasses.replace(args, offload_features=True, feature_chunk_tokens=7)
+    _, _, moved = delta.score(model, batch, adv, plans, offload, features=True)
+    assert moved[0].device.type == "cpu" and torch.equal(moved[0], packed[0])
+    assert torch.allclose(delta.coefficients(moved, mask, offload, {}), lam, atol=1e-6)
