@@ -657,7 +657,7 @@ def response_logprobs(model, input_ids, attention_mask, R, temperature, capture_
             piece = (flat[s:s + chunk_tokens], targets[s:s + chunk_tokens])
             parts.append(torch.utils.checkpoint.checkpoint(head_stats, *piece, use_reentrant=False)
                          if checkpoint else head_stats(*piece))
-        return torch.cat(parts).view(h.shape[0], h.shape[1], 2)  # [b, R, 2]
+        return torch.cat(parts).view(h.shape[0], h.shape[1], 2).clone()  # [b, R, 2]; not a view (FSDP hooks the output)
 
     position_ids = (attention_mask.long().cumsum(1) - 1).clamp(min=0)  # [b, P + R] as generate sets them for left padding
     head.forward = sliced_head

@@ -1004,3 +1004,50 @@ def test_offloaded_features_give_the_same_coefficients(tiny):
     _, _, moved = delta.score(model, batch, adv, plans, offload, features=True)
     assert moved[0].device.type == "cpu" and torch.equal(moved[0], packed[0])
     assert torch.allclose(delta.coefficients(moved, mask, offload, {}), lam, atol=1e-6)
+
+
+# ------------------------------------------------------------------------------------- lambda made visible
+def test_token_categories_of_the_embedded_tasks():
+    text = "3+5=8, 8+9=18, 18+2=20. \\boxed{20}"  # 8 + 9 is 17: the second step is the first wrong one
+    cats = delta.token_categories(text, "3+5+9+2=?")
+    assert cats[:5] == ["restated", "format", "restated", "format", "result"]
+    assert cats[text.index("18,"):text.index("18,") + 2] == ["first_wrong", "first_wrong"]
+    assert cats[text.index("20."):text.index("20.") + 2] == ["result", "result"]  # only the first wrong step
+    assert [cats[i] for i in range(text.index("{") + 1, text.index("}"))] == ["answer", "answer"]
+    right = "3+5=8, 8+9=17, 17+2=19. \\boxed{19}"
+    assert "first_wrong" not in delta.token_categories(right, "3+5+9+2=?")
+    addition = "Let us add the two numbers. \\boxed{85}"
+    cats = delta.token_categories(addition, "47+38=?")
+    assert set(cats[:addition.index("{") + 1]) == {"format"} and cats[-3:-1] == ["answer", "answer"]
+
+
+def test_lambda_page_shows_every_token_with_its_weight(tiny):
+    model, tok, batch, adv, packed, args, plans = fixed_rollout(tiny)
+    lam = delta.coefficients(packed, batch["response_mask"], args, {})
+    texts = delta.decode_responses(tok, batch)
+    page = delta.lambda_page(tok, batch, adv, lam, texts, ["7"] * len(texts), 3, args, per_side=2)
+    shown = [i for i in (adv > 0).nonzero().flatten()[:2].tolist() + (adv < 0).nonzero().flatten()[:2].tolist()]
+    assert page.count("lam=") == sum(int(batch["response_mask"][i].sum()) for i in shown)
+    value = float(lam[shown[0], 0])
+    assert f"lam={value:.4f}" in page and "A > 0" in page and "A < 0" in page and page.startswith("<!doctype html>")
+
+
+def test_report_to_without_its_package_is_refused_before_work(monkeypatch, tmp_path):
+    for target, module in (("tensorboard", "torch.utils.tensorboard"), ("wandb", "wandb")):
+        monkeypatch.setitem(sys.modules, module, None)
+        with pytest.raises(delta.ArgumentError, match=f"needs the {target} package"):
+            delta.metrics_logger(Args(report_to=target, output_dir=str(tmp_path)), 0)
+
+
+def test_multistep_task_with_lambda_categories_and_pages(tmp_path):
+    out = str(tmp_path / "ms")
+    p = run_delta("--task", "multistep", "--output_dir", out, "--max_steps", "1", "--visualize_every", "1",
+                  "--sft_max_steps", "40", *FAST[:8], "--eval_size", "16", "--progress", "false")
+    assert p.returncode == 0, p.stderr[-3000:]
+    rows = [r for r in read_metrics(out) if "reward/mean" in r]
+    assert any(k.startswith("lam/restated/") for k in rows[0]) and any(k.startswith("lam/eos/") for k in rows[0])
+    page = open(os.path.join(out, "lambda-1.html")).read()
+    assert page.count("lam=") > 10 and ("A > 0" in page or "A < 0" in page)
+    train, held_out = delta.multistep_task(0, 16)
+    assert all(delta.token_categories(r["solution"], r["question"]).count("first_wrong") == 0 for r in train[:200])
+
