@@ -1,7 +1,7 @@
 """The paper's Table 1 in miniature: the embedded tasks, the paper's baselines and DelTA's ablations over
 seeds, at equal RL steps, through delta.py exactly as a user runs it.
 
-    python bench/reproduce.py                       # delta, dapo (5 seeds), grpo, forking, sapo (3 seeds), both tasks
+    python bench/reproduce.py                       # delta, dapo (5 seeds), grpo, forking, sapo, fipo (3 seeds), both tasks
     python bench/reproduce.py --ablations           # also DelTA's ablations (3 seeds)
     python bench/reproduce.py --report_only         # tables and plots from the runs already on disk
     python bench/reproduce.py --tasks addition --methods delta,dapo --seeds 2 --steps 50   # a quick look
@@ -193,7 +193,7 @@ def plot(out, task, methods, seeds_of, docs):
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--tasks", default="addition,multistep")
-    p.add_argument("--methods", default="delta,dapo,grpo,forking,sapo")
+    p.add_argument("--methods", default="delta,dapo,grpo,forking,sapo,fipo")
     p.add_argument("--ablations", action="store_true", help="also run DelTA's ablations")
     p.add_argument("--seeds", type=int, default=5, help="seeds of delta and dapo")
     p.add_argument("--other_seeds", type=int, default=3, help="seeds of every other method and ablation")
@@ -210,13 +210,13 @@ def main():
     jobs = [(folder(args.out, t, m, s), spec[m] + ["--task", t, "--seed", str(s), "--max_steps", str(args.steps),
                                                    "--eval_every", "10", "--save_every", "0", "--progress", "false", *extra])
             for s in range(max(args.seeds, args.other_seeds)) for t in tasks for m in methods if s in seeds_of(m)]
-    wall = 0.0
+    clock = os.path.join(args.out, "wall_time.json")  # summed over invocations, since finished runs are kept
+    wall = json.load(open(clock))["seconds"] if os.path.exists(clock) else 0.0
     if not args.report_only:
-        wall = run_all(jobs, args.parallel, max(1, (os.cpu_count() or 2) // args.parallel))
-        with open(os.path.join(args.out, "wall_time.json"), "w") as f:
-            json.dump({"seconds": wall, "argv": sys.argv[1:]}, f)
-    elif os.path.exists(os.path.join(args.out, "wall_time.json")):
-        wall = json.load(open(os.path.join(args.out, "wall_time.json")))["seconds"]
+        wall += run_all(jobs, args.parallel, max(1, (os.cpu_count() or 2) // args.parallel))
+        os.makedirs(args.out, exist_ok=True)
+        with open(clock, "w") as f:
+            json.dump({"seconds": wall}, f)
     os.makedirs(args.docs, exist_ok=True)
     report(args.out, tasks, methods, seeds_of, args.docs, wall)
 
