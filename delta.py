@@ -942,28 +942,24 @@ def token_categories(text, question):
 def category_stats(tok, batch, rows, adv, lam, args, world):
     """Mean lam per token category and side over the global batch: the direct test of the paper's claim
     that the coefficients separate deciding tokens from shared ones (embedded tasks only)."""
-    sums = torch.zeros(len(CATEGORIES), 2, 2, dtype=torch.float64)  # [category, side, (sum, count)]
     P, mask = batch["prompt_len"], batch["response_mask"]
-    for i in range(len(adv)):
-        if adv[i] == 0:
-            continue
+    cat = torch.full(mask.shape, -1, dtype=torch.long)  # [N, R] category index of each token
+    for i in (adv != 0).nonzero().flatten().tolist():
         ids = batch["input_ids"][i, P:P + int(mask[i].sum())].tolist()
-        pieces = [tok.decode([t]) for t in ids]
-        text = "".join(pieces)
-        cats = token_categories(text, rows[i // args.group_size]["question"])
-        start, side = 0, 0 if adv[i] > 0 else 1
-        for t, (tid, piece) in enumerate(zip(ids, pieces)):
-            name = "eos" if tid == tok.eos_token_id else cats[start] if start < len(cats) else "format"
-            sums[CATEGORIES.index(name), side] += torch.tensor([float(lam[i, t]), 1.0], dtype=torch.float64)
-            start += len(piece)
+        pieces = tok.batch_decode([[t] for t in ids])
+        cats = token_categories("".join(pieces), rows[i // args.group_size]["question"])
+        starts = [0] + list(itertools.accumulate(map(len, pieces)))[:-1]  # first character of each token
+        cat[i, :len(ids)] = torch.tensor([CATEGORIES.index("eos" if t == tok.eos_token_id else
+                                                           cats[s] if s < len(cats) else "format")
+                                          for t, s in zip(ids, starts)])
+    cat, lam = cat.to(lam.device), lam.double()
+    sides = torch.stack([adv > 0, adv < 0]).to(lam.device)[:, :, None]  # [2, N, 1]
+    sums = torch.stack([torch.stack([(lam * ((cat == c) & s)).sum(), ((cat == c) & s).sum().double()])
+                        for c in range(len(CATEGORIES)) for s in sides]).view(len(CATEGORIES), 2, 2)
     if world > 1:
         dist.all_reduce(sums)
-    out = {}
-    for c, name in enumerate(CATEGORIES):
-        for side, label in enumerate(("pos", "neg")):
-            if sums[c, side, 1] > 0:
-                out[f"lam/{name}/{label}"] = float(sums[c, side, 0] / sums[c, side, 1])
-    return out
+    return {f"lam/{name}/{label}": float(sums[c, k, 0] / sums[c, k, 1])
+            for c, name in enumerate(CATEGORIES) for k, label in enumerate(("pos", "neg")) if sums[c, k, 1] > 0}
 
 
 def lambda_page(tok, batch, adv, lam, texts, golds, step, args, per_side=6):

@@ -937,6 +937,19 @@ def test_vllm_rl_steps_learn_and_log_the_drift(tmp_path):
     assert evals[-1] > evals[0]  # held-out accuracy rose over the RL steps
 
 
+@needs_vllm
+@pytest.mark.parametrize("engine", [[], ["--fsdp"]], ids=["ddp", "fsdp"])
+def test_vllm_under_torchrun(tmp_path, engine):
+    """One engine per rank (vLLM's external_launcher in the trainer's process group); FSDP gathers full
+    tensors on every rank for each push."""
+    out = str(tmp_path / "v")
+    p = run_delta("--output_dir", out, "--vllm", "--max_steps", "2", "--eval_every", "0", "--save_every", "0", *FAST,
+                  *engine, torchrun=True)
+    assert p.returncode == 0, p.stderr[-3000:]
+    steps = [r for r in read_metrics(out) if "reward/mean" in r]
+    assert len(steps) == 2 and all(r["rollout/logp_gap"] < 1e-3 for r in steps)
+
+
 def test_vllm_without_vllm_is_refused_with_the_install_command(tmp_path, monkeypatch):
     if HAS_VLLM:
         monkeypatch.setitem(sys.modules, "vllm", None)  # import vllm now raises ImportError
@@ -1019,6 +1032,27 @@ def test_token_categories_of_the_embedded_tasks():
     addition = "Let us add the two numbers. \\boxed{85}"
     cats = delta.token_categories(addition, "47+38=?")
     assert set(cats[:addition.index("{") + 1]) == {"format"} and cats[-3:-1] == ["answer", "answer"]
+
+
+def test_category_stats_against_a_token_loop(tiny):
+    _, tok = delta.load_model(tiny, torch.device("cpu"))
+    rows = delta.multistep_task(0, 8)[0][:8]
+    prompts = [delta.format_prompt(tok, r["question"], "") for r in rows for _ in range(4)]
+    responses = [r["solution"].replace("1", "2") if j % 2 else r["solution"] for r in rows for j in range(4)]
+    batch = delta.pack(tok, prompts, responses, "cpu")
+    gen = torch.Generator().manual_seed(0)
+    adv, lam = torch.randn(32, generator=gen), torch.rand(batch["response_mask"].shape, generator=gen)
+    adv[::5] = 0
+    got = delta.category_stats(tok, batch, rows, adv, lam, Args(group_size=4), 1)
+    P, mask, want = batch["prompt_len"], batch["response_mask"], {}
+    for i in range(32):
+        if adv[i] != 0:
+            text = responses[i]
+            cats = delta.token_categories(text, rows[i // 4]["question"]) + ["eos"]  # one character a token
+            for t in range(int(mask[i].sum())):
+                want.setdefault(f"lam/{cats[t]}/{'pos' if adv[i] > 0 else 'neg'}", []).append(float(lam[i, t]))
+    assert got.keys() == want.keys() and "lam/first_wrong/pos" in got
+    assert all(got[k] == pytest.approx(sum(v) / len(v)) for k, v in want.items())
 
 
 def test_lambda_page_shows_every_token_with_its_weight(tiny):
