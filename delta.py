@@ -5,7 +5,8 @@ Top to bottom: arguments, then the method in the paper's order (advantages Eq. A
 Eq. D, coefficients Sec. 3.2, surrogate Eq. B/E, with the baselines' departures from DAPO), then the
 trainer (rollout, scoring pass, training step, main loop), then the engine options, each in its own
 marked section: FSDP2 sharding, vLLM rollouts. The core functions -- group_advantages,
-token_features, delta_coefficients, policy_loss -- are pure torch and can be copied into another trainer.
+token_features, delta_coefficients, policy_loss, and the baselines' entropy_top_mask and fipo_weights --
+are pure torch and can be copied into another trainer.
 
 Run it:
     python delta.py                                   # offline tiny default: CPU, a few minutes
@@ -215,6 +216,7 @@ def group_advantages(rewards, group_size, scale="group", eps=1e-6):
 # =====================================================================================
 # 2. Token-gradient features (Eq. D, paper Appendix F)
 # =====================================================================================
+@torch.no_grad()
 def token_features(hidden, logprobs):
     """Eq. D: v = (1 - pi_old(o_t)) * h_t, the gradient of log pi(o_t) w.r.t. the LM-head row of o_t.
 
@@ -229,6 +231,7 @@ def token_features(hidden, logprobs):
 # =====================================================================================
 # 3. Coefficient estimation (Sec. 3.2, steps 1-6)
 # =====================================================================================
+@torch.no_grad()
 def delta_coefficients(v, adv, mask, K=1, lam_min=0.8, lam_max=1.2, eps=1e-8, stats=None, num_valid=None,
                        chunk_tokens=None, margin="contrast", gamma=0.0, assign="soft", normalise=True):
     """Sec. 3.2: token coefficients lam [...] from features v [..., H], advantages adv and mask [...].
@@ -274,7 +277,7 @@ def delta_coefficients(v, adv, mask, K=1, lam_min=0.8, lam_max=1.2, eps=1e-8, st
         if stats is not None:
             stats.update(gamma_pos=0.0, gamma_neg=0.0, disc_acc=0.0, scale=1.0, lam_zero=1.0)
         return valid.to(dtype).view(mask.shape)
-    step = chunk_tokens or rows.shape[0]
+    step = chunk_tokens or max(1, rows.shape[0])  # a rank may hold no token at all
     chunks = lambda: ((s, rows[s:s + step].to(device, dtype, non_blocking=True)) for s in range(0, rows.shape[0], step))
 
     def centroids(alpha=None, previous=None):  # steps 1 and 4: (score-weighted) advantage-weighted means
@@ -319,9 +322,9 @@ def delta_coefficients(v, adv, mask, K=1, lam_min=0.8, lam_max=1.2, eps=1e-8, st
     mus = centroids()  # step 1
     g = margins(mus)  # step 2
     gam = gammas(g)
-    for _ in range(K):  # step 4: refinement, on the official schedule
-        alpha = scores(g, gam)
-        gam = gammas(g)  # the std of the margins this step scores with: gamma lags one step (a no-op at first)
+    for _ in range(K):  # step 4: refinement, on the official schedule (test_gamma_lags_one_step_inside_the_refinement_too)
+        alpha = scores(g, gam)  # scored with the gamma in force: the std of the previous step's margins
+        gam = gammas(g)  # then gamma becomes the std of the margins this step scored (the same at the first step)
         mus = centroids(alpha, previous=mus)
         g = margins(mus)
     # step 5: map into [lam_min, lam_max]; zero-advantage tokens get lam_min
@@ -350,7 +353,9 @@ def policy_loss(logp, old_logp, adv, mask, lam=None, clip_low=0.2, clip_high=0.2
     [1 - clip_low, 1 + clip_high]; dual clip caps the loss of a negative-advantage token at -A' c.
     num_tokens: the normaliser, default this call's valid tokens; a trainer passes the count of the
     whole mini-batch (all micro-batches, all ranks) so the gradient is independent of the split.
-    Since lam > 0, weighting the advantage equals weighting the token's term.
+    Since lam > 0, weighting the advantage equals weighting the token's term. Eq. E divides by sum lam;
+    with lam self-normalised to mean 1 over the rollout batch that is its token count, and the official
+    code (like this one) divides by the token count of each update.
     sapo_tau: (tau_pos, tau_neg) replaces the clipped term by SAPO's soft gate (Gao et al. 2025),
     -A' (4 / tau) sigmoid(tau (r - 1)), tau_pos where A > 0, tau_neg elsewhere. Returns (loss, metrics).
     """
@@ -403,8 +408,8 @@ def fipo_weights(logp, old_logp, adv, mask, decay=32.0, low=0.8, high=1.2, safet
 
     FutureKL_t = sum_{k >= t} gamma^(k-t) M_k D_k with D = log(pi / pi_old) clamped to +-20, M = [D <= log c],
     gamma = 2^(-1/decay); f = clip(exp(FutureKL), low, high), capped at 1 where A < 0 and r > safety.
-    Returns (f [B, T], keep [B]): keep drops a response with more than one negative-advantage token whose
-    dual clip is active. logp, old_logp, mask: [B, T]; adv: [B].
+    Returns (f [B, T], keep [B]): keep is False for a response with more than one negative-advantage token
+    whose dual clip is active (FIPO leaves such responses out of the loss). logp, old_logp, mask: [B, T]; adv: [B].
     """
     import math
 
@@ -518,13 +523,21 @@ def format_prompt(tok, question, instruction=PROMPT_INSTRUCTION):
     return f"Question: {content}\nAnswer: "
 
 
-def load_model(name_or_path, device, dtype=torch.float32):
-    """Tokenizer (left padding, pad = eos when missing) and model, through from_pretrained."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+def load_tokenizer(name_or_path):
+    """Left padding; pad = eos where the tokenizer has no pad token."""
+    from transformers import AutoTokenizer
 
     tok = AutoTokenizer.from_pretrained(name_or_path, padding_side="left")
     if tok.pad_token_id is None:
         tok.pad_token = tok.eos_token
+    return tok
+
+
+def load_model(name_or_path, device, dtype=torch.float32):
+    """Model and tokenizer, through from_pretrained."""
+    from transformers import AutoModelForCausalLM
+
+    tok = load_tokenizer(name_or_path)
     model = AutoModelForCausalLM.from_pretrained(name_or_path, dtype=dtype).to(device)
     if getattr(model.config, "final_logit_softcapping", None):
         raise ArgumentError(f"{name_or_path}: logit soft-capping is not supported (the LM head runs in slices)")
@@ -680,12 +693,14 @@ def micro_batches(batch, args, world):
     The scoring pass and the training step use the same groups, so old and new log-probs match exactly."""
     per_rank = args.mini_batch_prompts // world * args.group_size
     P = batch["prompt_len"]
-    length = (batch["attention_mask"][:, :P].sum(1) + batch["response_mask"].sum(1)).tolist()  # [N]
+    prompt = batch["attention_mask"][:, :P].sum(1).tolist()  # [N]
+    response = batch["response_mask"].sum(1).tolist()  # [N]
+    padded = lambda rows: len(rows) * (max(prompt[i] for i in rows) + max(response[i] for i in rows))  # micro_batch's size
     plans = []
-    for m0 in range(0, len(length), per_rank):
+    for m0 in range(0, len(prompt), per_rank):
         groups = []
-        for i in sorted(range(m0, m0 + per_rank), key=length.__getitem__):
-            if groups and (len(groups[-1]) + 1) * length[i] <= args.max_tokens_per_micro_batch:
+        for i in sorted(range(m0, m0 + per_rank), key=lambda i: prompt[i] + response[i]):
+            if groups and padded(groups[-1] + [i]) <= args.max_tokens_per_micro_batch:
                 groups[-1].append(i)
             else:
                 groups.append([i])
@@ -833,7 +848,7 @@ def train_on_rollout(model, optimizer, batch, adv, weights, plans, args, world_s
 
 
 def rl_step(step, model, train_model, optimizer, tok, train_rows, args, rank, world, engine=None):
-    """One rollout batch: sample, reward (Eq. A), one scoring pass (+ Eq. D and Sec. 3.2 for DelTA), then
+    """One rollout batch: sample, reward, advantages (Eq. A), one scoring pass (+ Eq. D and Sec. 3.2 for DelTA), then
     several optimizer steps (Eq. B/E). Returns the step's metrics, reduced over ranks, and what the
     lambda page (--visualize_every) shows."""
     import rewards
@@ -845,7 +860,7 @@ def rl_step(step, model, train_model, optimizer, tok, train_rows, args, rank, wo
     rows = [train_rows[i] for i in ids]
     prompts = [format_prompt(tok, r["question"], args.instruction) for r in rows for _ in range(args.group_size)]
     if engine is not None:
-        batch = vllm_generate(engine, model, tok, prompts, args, seed=(args.seed * 100_003 + step) * 101 + rank)
+        batch = vllm_generate(engine, model, tok, prompts, args, seed=((args.seed * 100_003 + step) * 101 + rank) * 10_007)
     else:
         batch = generate(model, tok, prompts, args.max_new_tokens, args.temperature, args.top_p, args.top_k,
                          args.gen_max_tokens, args.bf16)
@@ -971,7 +986,7 @@ def lambda_page(tok, batch, adv, lam, texts, golds, step, args, per_side=6):
     parts = [f"<!doctype html><meta charset='utf-8'><title>lambda, step {step}</title><style>body{{font:14px monospace;"
              f"max-width:70em;margin:2em auto}} span{{white-space:pre-wrap}} .r{{margin:1em 0;padding:.5em;border:1px solid #ccc}}"
              f"</style><h2>{html.escape(args.run_name)}: token weights at step {step}</h2>"
-             f"<p>{'DelTA coefficients lam' if lam is not None else 'weights (1 for ' + args.algo + ')'}: red above 1, "
+             f"<p>{'DelTA coefficients lam' if args.algo == 'delta' else 'token weights of ' + args.algo}: red above 1, "
              f"blue below 1, full colour at |lam - 1| = {spread:.3f}. Hover a token for its value.</p>"]
     for label, picked in (("correct side (A > 0)", (adv > 0).nonzero().flatten()[:per_side]),
                           ("incorrect side (A < 0)", (adv < 0).nonzero().flatten()[:per_side])):
@@ -1036,7 +1051,8 @@ def evaluate_accuracy(model, tok, rows, args, temperature=0.0, engine=None):
     mine = rows[rank::world]
     prompts = [format_prompt(tok, r["question"], args.instruction) for r in mine]
     if engine is not None:
-        batch = vllm_generate(engine, model, tok, prompts, args, temperature=temperature, n=1, seed=args.seed + rank)
+        batch = vllm_generate(engine, model, tok, prompts, args, temperature=temperature, n=1,
+                              seed=(args.seed * 101 + rank) * 10_007)
     else:
         batch = generate(model, tok, prompts, args.max_new_tokens, temperature, args.top_p, args.top_k,
                          args.gen_max_tokens, args.bf16)
@@ -1104,19 +1120,21 @@ def save_atomically(path, write):
     os.replace(tmp, path)
 
 
-def save_model(path, model, tok, args, rank, extra=None):
+def save_model(path, model, tok, args, rank, files=None):
     """A Hugging Face folder that from_pretrained loads, with the prompt settings the model was trained
-    with (eval.py reads them), gathered from every rank under FSDP and written by rank 0."""
+    with (eval.py reads them), gathered from every rank under FSDP and written by rank 0. `files()`
+    returns more {name: object} to torch.save; it is called after the weights are gathered (under FSDP2
+    gathering the optimizer's state first breaks the next gathering)."""
     weights = full_state_dict(model)  # collective under FSDP
-    extra_state = extra() if extra else None  # collective too (the optimizer's full state)
+    files = files() if files else {}  # collective too
     if rank == 0:
         def write(tmp):
             unwrapped(model).save_pretrained(tmp, state_dict=dict(weights))
             tok.save_pretrained(tmp)
             with open(os.path.join(tmp, PROMPT_FILE), "w") as f:
                 json.dump({"instruction": args.instruction, "chat_template": bool(getattr(tok, "chat_template", None))}, f)
-            if extra_state is not None:
-                torch.save(extra_state, os.path.join(tmp, "trainer_state.pt"))
+            for name, obj in files.items():
+                torch.save(obj, os.path.join(tmp, name))
         save_atomically(path, write)
 
 
@@ -1128,14 +1146,31 @@ def save_checkpoint(args, step, model, tok, optimizer, rank, world):
         dist.all_gather_object(rngs, rng_state())
     else:
         rngs = [rng_state()]
-    extra = lambda: {"step": step, "optimizer": optimizer_state(model, optimizer), "rng": rngs, "world_size": world,
-                     "args": dataclasses.asdict(args)}
-    save_model(os.path.join(args.output_dir, f"checkpoint-{step}"), model, tok, args, rank, extra)
+    files = lambda: {"trainer_state.pt": {"step": step, "rng": rngs, "world_size": world, "args": dataclasses.asdict(args)},
+                     "optimizer.pt": optimizer_state(model, optimizer)}  # rank 0 receives the full state
+    save_model(os.path.join(args.output_dir, f"checkpoint-{step}"), model, tok, args, rank, files)
     if rank == 0:
         for old in checkpoints(args.output_dir)[:-args.keep_checkpoints]:
             shutil.rmtree(old)
     if world > 1:
         dist.barrier()
+
+
+RESUME_FIXED = ("algo", "task", "dataset", "dataset_split", "prompt_key", "answer_key", "eval_dataset", "eval_size",
+                "instruction", "seed", "prompts_per_step", "group_size", "mini_batch_prompts", "max_prompt_length",
+                "max_new_tokens", "temperature", "K", "lam_min", "lam_max", "delta_margin", "delta_gamma",
+                "delta_assign", "delta_normalise")
+
+
+def check_resume(args, state, checkpoint, world):
+    """An exact resume needs the data order and the method the checkpoint was trained with."""
+    if state["world_size"] != world:
+        raise ArgumentError(f"{checkpoint} was written by {state['world_size']} processes; resume with as many")
+    saved = state["args"]
+    changed = [f"--{k} {saved[k]!r} (now {getattr(args, k)!r})" for k in RESUME_FIXED if saved.get(k) != getattr(args, k)]
+    if changed:
+        raise ArgumentError(f"--resume: {checkpoint} was trained with " + ", ".join(changed) +
+                            "; the data order and the method depend on them: pass the same values")
 
 
 def prompt_indices(step, n_rows, args, rank, world):
@@ -1223,6 +1258,9 @@ def main(args: Args):
         ckpts = checkpoints(args.output_dir) if args.resume else []
         if args.resume and not ckpts:
             raise ArgumentError(f"--resume: no checkpoint in {args.output_dir}")
+        if ckpts:
+            state = torch.load(os.path.join(ckpts[-1], "trainer_state.pt"), weights_only=False)
+            check_resume(args, state, ckpts[-1], world)
         if rank == 0:
             os.makedirs(args.output_dir, exist_ok=True)
         log, close_log, metrics_path = metrics_logger(args, rank)
@@ -1255,10 +1293,9 @@ def main(args: Args):
     total_steps = args.max_steps or args.epochs * per_epoch
     start = 0
     if ckpts:
-        state = torch.load(os.path.join(ckpts[-1], "trainer_state.pt"), weights_only=False)
-        if state["world_size"] != world:
-            raise ArgumentError(f"{ckpts[-1]} was written by {state['world_size']} processes; resume with as many")
-        load_optimizer_state(model, optimizer, state["optimizer"])
+        # memory-mapped: the ranks of a node share the page cache, and each copies only its shard
+        load_optimizer_state(model, optimizer, torch.load(os.path.join(ckpts[-1], "optimizer.pt"), mmap=True,
+                                                          weights_only=False))
         set_rng_state(state["rng"][rank])
         start = state["step"]
         if rank == 0 and os.path.exists(metrics_path):  # drop rows logged after the checkpoint
@@ -1418,6 +1455,7 @@ def optimizer_state(model, optimizer):
 
 
 def load_optimizer_state(model, optimizer, state):
+    """The full, name-keyed state, into the optimizer of a DDP or FSDP model (each rank takes its shard)."""
     from torch.distributed.checkpoint.state_dict import StateDictOptions, set_optimizer_state_dict
 
     set_optimizer_state_dict(unwrapped(model), optimizer, optim_state_dict=state,
@@ -1442,8 +1480,10 @@ def require_vllm():
         raise ArgumentError(f"--vllm needs vLLM, which is not installed: {VLLM_INSTALL}") from None
 
 
-def vllm_engine(args, model_path, rank, world, device):
-    """The engine, built once per rank from the starting weights (a collective under torchrun)."""
+def vllm_engine(args, model_path, rank, world, device, sleep=True):
+    """The engine, built once per rank from the starting weights (a collective under torchrun). With
+    `sleep`, on GPUs it releases its weights and KV cache between generation phases (the trainer's
+    weights are pushed again before each); eval.py keeps it awake."""
     os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")  # in-process: weights can be pushed directly
     if device.type == "cpu":
         os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")  # GiB; the CPU backend sizes its KV cache from this
@@ -1463,8 +1503,15 @@ def vllm_engine(args, model_path, rank, world, device):
     random.setstate(saved[1])
     if saved[2] is not None:
         torch.cuda.set_rng_state_all(saved[2])
-    engine.sleeps = device.type == "cuda"
+    engine.sleeps = sleep and device.type == "cuda"
     engine.push_dtype = torch.bfloat16 if kwargs["dtype"] == "bfloat16" else torch.float32
+    from transformers import GenerationConfig
+    try:  # every token id that ends a response, as eos_ids() reads them from the HF model
+        ends = GenerationConfig.from_pretrained(model_path).eos_token_id
+    except OSError:
+        ends = None
+    ends = set([ends] if isinstance(ends, int) else (ends or [])) | {engine.get_tokenizer().eos_token_id}
+    engine.eos = sorted(i for i in ends if i is not None)
     if engine.sleeps:
         engine.sleep(level=2)
     return engine
@@ -1484,28 +1531,29 @@ def vllm_push_weights(engine, model):
 
 
 def vllm_generate(engine, model, tok, prompts, args, temperature=None, n=None, seed=0):
-    """Push the trainer's weights, then sample. Each distinct prompt is sent once with n = group_size, so
-    its group stays adjacent. Returns the rollout_batch layout of `generate`, plus vLLM's log-probs of
-    the sampled tokens [N, R] under "vllm_logp"."""
+    """Push the trainer's weights (none when `model` is None: eval.py), then sample. Each distinct prompt
+    is sent once with n = group_size, so its group stays adjacent, with a seed of its own (seed + i n).
+    Returns the rollout_batch layout of `generate`, plus vLLM's log-probs of the sampled tokens [N, R]
+    under "vllm_logp"."""
     from vllm import SamplingParams
     from vllm.inputs import TokensPrompt
 
     temperature = args.temperature if temperature is None else temperature
     n = args.group_size if n is None else n
-    vllm_push_weights(engine, model)
-    unique = prompts[::n]
-    ids = [tok(p, add_special_tokens=False).input_ids for p in unique]
-    params = SamplingParams(n=n, temperature=temperature, top_p=args.top_p if temperature > 0 else 1.0,
-                            top_k=args.top_k if temperature > 0 else 0, max_tokens=args.max_new_tokens, logprobs=0,
-                            stop_token_ids=eos_ids(unwrapped(model), tok), seed=seed)
+    if model is not None:
+        vllm_push_weights(engine, model)
+    ids = [tok(p, add_special_tokens=False).input_ids for p in prompts[::n]]
+    params = [SamplingParams(n=n, temperature=temperature, top_p=args.top_p if temperature > 0 else 1.0,
+                             top_k=args.top_k if temperature > 0 else 0, max_tokens=args.max_new_tokens, logprobs=0,
+                             stop_token_ids=engine.eos, seed=seed + i * n) for i in range(len(ids))]
     outs = engine.generate([TokensPrompt(prompt_token_ids=p) for p in ids], params, use_tqdm=False) if ids else []
     if engine.sleeps:
         engine.sleep(level=2)
     responses = [list(c.token_ids) for o in outs for c in o.outputs]
     if not responses:
         return None
-    batch = rollout_batch([p for p in ids for _ in range(n)], responses, eos_ids(unwrapped(model), tok),
-                          tok.pad_token_id, next(model.parameters()).device)
+    device = next(model.parameters()).device if model is not None else torch.device("cpu")
+    batch = rollout_batch([p for p in ids for _ in range(n)], responses, engine.eos, tok.pad_token_id, device)
     logps = [[d[t].logprob for t, d in zip(c.token_ids, c.logprobs)] for o in outs for c in o.outputs]
     R = batch["response_mask"].shape[1]
     batch["vllm_logp"] = torch.tensor([lp + [0.0] * (R - len(lp)) for lp in logps], device=batch["input_ids"].device)

@@ -256,8 +256,8 @@ def sample_benchmark(model, tok, rows, kind, args, instruction, name="data", eng
     mine = [(p, s) for p in range(len(rows)) for s in range(n)][rank::world]
     prompts = [prompt_text(tok, rows[p], kind, name, args, instruction) for p, _ in mine]
     if engine is not None:
-        batch = delta.vllm_generate(engine, model, tok, prompts, args, temperature=args.temperature, n=1,
-                                    seed=args.seed + rank)
+        batch = delta.vllm_generate(engine, None, tok, prompts, args, temperature=args.temperature, n=1,
+                                    seed=(args.seed * 101 + rank) * 1_000_003)  # each prompt its own seed
     else:
         batch = delta.generate(model, tok, prompts, args.max_new_tokens, args.temperature, args.top_p, args.top_k,
                                args.gen_max_tokens, args.bf16)
@@ -318,7 +318,10 @@ def main(args: EvalArgs):
     rank, world, device = delta.setup_distributed()
     torch.manual_seed(args.seed + rank)
     bf16 = device.type == "cuda" and args.bf16
-    model, tok = delta.load_model(args.model, device, torch.bfloat16 if bf16 else torch.float32)
+    if args.vllm:  # vLLM samples from the model folder; no second copy of the weights on the GPU
+        model, tok = None, delta.load_tokenizer(args.model)
+    else:
+        model, tok = delta.load_model(args.model, device, torch.bfloat16 if bf16 else torch.float32)
     instruction = trained_instruction(args.model) if args.instruction == "auto" else args.instruction
     suites = [(b, benchmark_rows(b, read_table(copies.get(b) or BENCHMARKS[b]["hub"], BENCHMARKS[b].get("config"),
                                                BENCHMARKS[b]["split"])), BENCHMARKS[b].get("kind", "math")) for b in names]
@@ -334,7 +337,7 @@ def main(args: EvalArgs):
                       for n, rows, k in suites for r in rows)
         engine_args = delta.Args(seed=args.seed, bf16=args.bf16, max_prompt_length=longest, max_new_tokens=args.max_new_tokens,
                                  vllm_gpu_memory=args.vllm_gpu_memory, vllm_max_model_len=args.vllm_max_model_len)
-        engine = delta.vllm_engine(engine_args, args.model, rank, world, device)
+        engine = delta.vllm_engine(engine_args, args.model, rank, world, device, sleep=False)
     model_name = args.model_name or "/".join(args.model.rstrip("/").split("/")[-2:])
     results, samples = {"model": args.model, "config": asdict(args), "instruction": instruction, "benchmarks": {}}, []
     for name, rows, kind in suites:

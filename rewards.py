@@ -19,7 +19,6 @@ import multiprocessing as mp
 import multiprocessing.connection
 import os
 import re
-import resource
 import select
 import shutil
 import signal
@@ -141,8 +140,12 @@ _EMPTY = re.compile(r"\\emptyset|\\varnothing|\\\{\s*\\\}|\{\s*\}")
 
 
 def _choice(s, loose=False):
-    """The letter of a multiple-choice answer: C, (C); with loose, also `(C) 12`. None otherwise."""
-    m = re.fullmatch(r"\(?\s*([A-Z])\s*\)?", s) or (loose and re.fullmatch(r"\(([A-Z])\)\s*\S.*", s))
+    """The letter of a multiple-choice answer: C, (C); with loose, also `(C) 12`, but never a hedge such as
+    `(A) or (B)` that names a second letter. None otherwise."""
+    m = re.fullmatch(r"\(?\s*([A-Z])\s*\)?", s)
+    if not m and loose:
+        m = re.fullmatch(r"\(([A-Z])\)\s*(\S.*)", s)
+        m = m if m and not re.search(r"(?<![A-Za-z\\])[A-Z](?![A-Za-z])", m.group(2)) else None
     return m.group(1) if m else None
 
 
@@ -217,7 +220,10 @@ def _structure(s):
     if s.startswith("\\{") and s.endswith("\\}"):
         return "set", _split_top(s[2:-2])
     if len(s) >= 2 and s[0] in "([" and s[-1] in ")]" and _balanced_inside(s):
-        return s[0] + s[-1], _split_top(s[1:-1])
+        inside = _split_top(s[1:-1])
+        if s[0] == "(" and s[-1] == ")" and len(inside) == 1:  # (3): parentheses around one value
+            return _structure(inside[0])
+        return s[0] + s[-1], inside
     if s.count("\\pm") == 1 and "," not in s:  # 1 \pm \sqrt{2}, \frac{-1 \pm \sqrt{5}}{2}
         return "set", [s.replace("\\pm", "+"), s.replace("\\pm", "-")]
     if "\\cup" in s and len(_split_top(s, ("\\cup",))) > 1:
@@ -808,8 +814,9 @@ def _run_sandboxed(program, request, timeout):
         env = {"PATH": "/usr/bin:/bin", "HOME": work, "LANG": "C.UTF-8", "PYTHONHASHSEED": "0"}
         cgroup = _new_pids_cgroup()
         limits = {"RLIMIT_AS": LIMITS["address_space"], "RLIMIT_FSIZE": LIMITS["file_size"], "RLIMIT_CORE": 0,
-                  "RLIMIT_NOFILE": LIMITS["open_files"], "RLIMIT_NPROC": LIMITS["processes"],
-                  "RLIMIT_CPU": int(timeout) + 1}
+                  "RLIMIT_NOFILE": LIMITS["open_files"], "RLIMIT_CPU": int(timeout) + 1}
+        if uid:  # RLIMIT_NPROC counts every process of a uid: it bounds this run only under its own fresh uid
+            limits["RLIMIT_NPROC"] = LIMITS["processes"]
         payload = json.dumps(dict(request, mounts=mode != "none", uid=uid, cgroup=cgroup, limits=limits,
                                   site=site.getsitepackages(), output_limit=LIMITS["output"])).encode()
         with tempfile.TemporaryFile() as channel, tempfile.TemporaryFile() as log:
@@ -824,7 +831,9 @@ def _run_sandboxed(program, request, timeout):
                 feed.join()
             channel.seek(0)
             text = channel.read((len(request.get("inputs", ())) + 1) * (LIMITS["output"] + 1024)).decode("utf-8", "replace")
-            if proc.returncode == 97 or (not text.startswith("confined\n") and proc.returncode not in (-9, None)):
+            # before "confined" only the driver ran: a failure then is the sandbox's; after it, any exit
+            # (97 included) is the program's and a verdict
+            if not text.startswith("confined\n") and proc.returncode not in (-9, None):
                 log.seek(0)
                 raise SandboxError(f"the sandbox failed before running the code (exit {proc.returncode}): "
                                    f"{log.read(2000).decode('utf-8', 'replace').strip()}")

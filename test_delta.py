@@ -615,6 +615,14 @@ def _dist_worker(rank, world, tmp, tiny, engine):
             T = 5 if rank == 0 else 7
             lam = delta_coefficients(v[rows, :T], adv[rows], mask[rows, :T], K=2, stats=(stats := {}))
             torch.save({"lam": lam, "stats": stats}, f"{tmp}/lam{rank}.pt")
+            # packed, with rank 0 holding only zero-advantage responses: no feature at all, yet every sum joins
+            mine_rows = [2] if rank == 0 else [0, 1, 3, 4, 5]  # row 2 has advantage 0: rank 0 needs no feature
+            mine = torch.zeros_like(mask)
+            mine[mine_rows] = mask[mine_rows] & (adv[mine_rows] != 0)[:, None]
+            count = mask[mine_rows].sum()
+            packed = delta_coefficients(v[mine], adv[:, None].expand_as(mask)[mine], torch.ones(int(mine.sum()), dtype=torch.bool),
+                                        K=2, num_valid=count, stats=(pstats := {}))
+            torch.save({"lam": packed, "stats": pstats, "n": int(mine.sum())}, f"{tmp}/packed{rank}.pt")
         # a whole training step: scoring pass, coefficients from packed features, optimizer steps
         model, tok, batch, adv, _, args, _ = fixed_rollout(tiny)
         part, part_adv = _rank_share(batch, adv, args, rank, world)
@@ -663,6 +671,10 @@ def test_two_processes_match_one_process(tiny, tmp_path, engine):
         assert torch.allclose(got0["lam"], whole[0:2, :5], atol=1e-6)
         assert torch.allclose(got1["lam"], whole[2:6, :7], atol=1e-6)
         assert got0["stats"] == pytest.approx(stats) and got1["stats"] == pytest.approx(stats)
+        p0, p1 = torch.load(f"{tmp_path}/packed0.pt"), torch.load(f"{tmp_path}/packed1.pt")
+        side = mask & (adv != 0)[:, None]
+        assert p0["n"] == 0 and torch.allclose(p1["lam"], whole[side], atol=1e-6)  # a rank without features
+        assert p0["stats"] == pytest.approx(stats) and p1["stats"] == pytest.approx(stats)
     model, out, stats, optim = one_process_step(tiny)
     two = torch.load(f"{tmp_path}/{engine}.pt")
     assert two["stats"] == pytest.approx(stats, rel=1e-5)
@@ -766,6 +778,17 @@ def test_end_to_end_runs_changes_weights_and_resumes_exactly(tmp_path):
     assert [strip(r) for r in resumed] == [strip(r) for r in rows]
     final_b = load_file(os.path.join(b, "final", "model.safetensors"))
     assert all(torch.equal(final[k], final_b[k]) for k in final)
+
+
+def test_resume_with_other_arguments_is_refused_before_work(tmp_path):
+    out = str(tmp_path / "r")
+    p = run_delta("--output_dir", out, "--max_steps", "1", "--eval_every", "0", "--save_every", "1", *FAST)
+    assert p.returncode == 0, p.stderr[-3000:]
+    before = open(os.path.join(out, "metrics.jsonl")).read()
+    bad = run_delta("--output_dir", out, "--resume", "--max_steps", "2", "--eval_every", "0", *FAST, "--seed", "1",
+                    "--group_size", "8")
+    assert bad.returncode != 0 and "--seed 0 (now 1)" in bad.stderr and "--group_size 4 (now 8)" in bad.stderr
+    assert open(os.path.join(out, "metrics.jsonl")).read() == before  # nothing was touched
 
 
 def test_command_line_rejects_bad_arguments_before_work(tmp_path):
@@ -1071,6 +1094,19 @@ def test_report_to_without_its_package_is_refused_before_work(monkeypatch, tmp_p
         monkeypatch.setitem(sys.modules, module, None)
         with pytest.raises(delta.ArgumentError, match=f"needs the {target} package"):
             delta.metrics_logger(Args(report_to=target, output_dir=str(tmp_path)), 0)
+
+
+def test_report_to_tensorboard_logs_the_metrics(tmp_path):
+    pytest.importorskip("torch.utils.tensorboard", reason="tensorboard is not installed (optional)")
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    log, close, _ = delta.metrics_logger(Args(report_to="tensorboard", output_dir=str(tmp_path)), 0)
+    log({"step": 3, "reward/acc": 0.5, "eval/accuracy": 0.25})
+    close()
+    events = EventAccumulator(str(tmp_path / "tensorboard"))
+    events.Reload()
+    assert [(e.step, e.value) for e in events.Scalars("reward/acc")] == [(3, 0.5)]
+    assert json.loads(open(tmp_path / "metrics.jsonl").read())["eval/accuracy"] == 0.25
 
 
 def test_multistep_task_with_lambda_categories_and_pages(tmp_path):

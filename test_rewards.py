@@ -96,6 +96,7 @@ CLASSES = {
         ("(-\\infty,-1)\\cup(1,\\infty)", "(-\\infty, 1) \\cup (1, \\infty)", 0), (float("inf"), "\\infty", 1),
     ],
     "multiple-choice letters in every spelling": [
+        ("(A) or (B)", "A", 0), ("(A) (B) (C) (D)", "A", 0), ("(C) A", "C", 0), ("(B) \\frac{1}{2}", "B", 1),
         ("C", "\\text{(C)}", 1), ("(C)", "\\text{(C)}", 1), ("\\text{(C)}", "C", 1), ("\\textbf{(C)}", "(C)", 1),
         ("\\mathrm{(C)}", "C", 1), ("(\\text{C})", "C", 1), ("\\text{C}", "\\text{(C)}", 1), ("\\textbf{(E)}", "E", 1),
         ("E", "(E)", 1), ("\\textbf{(C) }12", "\\text{(C)}", 1), ("(B) 12", "B", 1), ("D", "\\text{(C)}", 0),
@@ -161,7 +162,7 @@ CLASSES = {
         ("\\left( 3, \\frac{\\pi}{2} \\right)", "(3,\\frac{\\pi}{2})", 1), ("\\text{Evelyn}", "\\text{Evelyn}", 1),
         ("\\text{Evelyn}", "\\text{Evie}", 0), ("p - q", "-q + p", 1), ("\\log_2 3", "\\frac{\\ln 3}{\\ln 2}", 1),
         ("e^{2}", "e^2", 1), ("\\binom{10}{3}", "120", 1), ("0.1\\overline{6}", "\\frac{1}{6}", 1), ("0.\\overline{3}", "1/3", 1),
-        ("0.\\overline{3}", "0.33", 0), ("20\\text{ m}^2", "20", 1), ("20\\text{ m}^2", "400", 0), ("12.5\\%", "12.5", 1),
+        ("0.\\overline{3}", "0.33", 0), ("(3)", "3", 1), ("(3)", "4", 0), ("20\\text{ m}^2", "20", 1), ("20\\text{ m}^2", "400", 0), ("12.5\\%", "12.5", 1),
         ("30°", "30", 1), ("\\$32", "32", 1), ("\\text{YES}", "Yes", 1), ("\\sqrt{242}", "11\\sqrt2", 1),
     ],
 }
@@ -210,7 +211,7 @@ def test_math_reward_single_call_and_extract_answer():
 def test_adversarial_math_returns_quickly_and_never_raises(response, gold):
     t = time.monotonic()
     assert score_batch([response], [gold], timeout=3.0)[0] in (0.0, 1.0)
-    assert time.monotonic() - t < 8.0
+    assert time.monotonic() - t < 3.0 + 20  # the item's limit plus a margin for a loaded machine
     assert not os.path.exists("/tmp/pwned_by_math")
 
 
@@ -219,7 +220,7 @@ def test_slow_items_do_not_block_the_batch():
     golds = ["9^{9^{9^{9^{9}}}}+1"] * 2 + [str(i) for i in range(40)]
     t = time.monotonic()
     got = score_batch(responses, golds, timeout=2.0)
-    assert got[2:] == [1.0] * 40 and time.monotonic() - t < 10.0
+    assert got[2:] == [1.0] * 40 and time.monotonic() - t < 2.0 + 30
 
 
 def test_score_batch_works_from_a_thread():
@@ -525,6 +526,12 @@ def test_root_caller_sandbox_holds(host_secret):
     python = {os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)}
     assert set(seen["root_listing"] or []) <= {p.split("/")[2] for p in python if p.startswith("/root/")}
     assert not seen["host_tmp_writable"] and seen["cwd_writable"]
+
+
+def test_the_programs_own_exit_status_is_a_verdict_never_a_sandbox_error():
+    """Once the driver is confined, exiting with the sandbox's failure code 97 is the program's doing: 0."""
+    for mode in (ASSERT, CALL, STDIN):
+        assert code_reward(fence("import os\nos._exit(97)\n" + ADD), mode) == 0.0
 
 
 def test_sandbox_failure_is_an_error_not_a_verdict(monkeypatch):
