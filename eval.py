@@ -59,7 +59,7 @@ class EvalArgs:
     answer_key: str = field(default="answer", metadata={"help": "answer column of --data"})
     instruction: str = field(default="auto", metadata={"help": "appended to each math question; auto: as the model was trained (delta_prompt.json), else ask for \\boxed{}"})
     prompt_style: str = field(default="train", metadata={"help": "train: the training prompt | matharena: MathArena's instruction before the problem, AIME's integer hint"})
-    n_samples: int = field(default=16, metadata={"help": "samples per problem (the paper: 16)", "aliases": ["-n"]})
+    n_samples: int = field(default=16, metadata={"help": "samples per problem (the paper: 16)", "aliases": ["-n", "--num_samples"]})
     max_new_tokens: int = field(default=30000, metadata={"help": "generation limit (the paper: 30,000)"})
     temperature: float = field(default=1.0, metadata={"help": "sampling temperature; 0 = greedy"})
     top_p: float = field(default=0.7, metadata={"help": "nucleus sampling"})

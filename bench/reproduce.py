@@ -74,10 +74,13 @@ def read(d):
     return [json.loads(line) for line in open(os.path.join(d, "metrics.jsonl"))]
 
 
+STEPS = [None]  # the step every report ends at (--steps): a longer run is cut there, and equals a run of that length
+
+
 def curve(rows, key):
     pts = {}
     for r in rows:
-        if key in r and r["step"] >= 0:
+        if key in r and 0 <= r["step"] <= (STEPS[0] or r["step"]):
             pts[r["step"]] = r[key]
     return sorted(pts.items())
 
@@ -147,6 +150,8 @@ def category_table(out, task, seeds_of):
         if not os.path.exists(os.path.join(d, "metrics.jsonl")):
             continue
         for r in read(d):
+            if STEPS[0] and r["step"] > STEPS[0]:
+                continue
             for k, v in r.items():
                 if k.startswith("lam/"):
                     sums.setdefault(k, []).append(v)
@@ -218,6 +223,7 @@ def main():
         with open(clock, "w") as f:
             json.dump({"seconds": wall}, f)
     os.makedirs(args.docs, exist_ok=True)
+    STEPS[0] = args.steps
     report(args.out, tasks, methods, seeds_of, args.docs, wall)
 
 
