@@ -988,8 +988,9 @@ def lambda_page(tok, batch, adv, lam, texts, golds, step, args, per_side=6):
              f"</style><h2>{html.escape(args.run_name)}: token weights at step {step}</h2>"
              f"<p>{'DelTA coefficients lam' if args.algo == 'delta' else 'token weights of ' + args.algo}: red above 1, "
              f"blue below 1, full colour at |lam - 1| = {spread:.3f}. Hover a token for its value.</p>"]
-    for label, picked in (("correct side (A > 0)", (adv > 0).nonzero().flatten()[:per_side]),
-                          ("incorrect side (A < 0)", (adv < 0).nonzero().flatten()[:per_side])):
+    spread_out = lambda rows: rows[torch.linspace(0, len(rows) - 1, min(per_side, len(rows))).long()] if len(rows) else rows
+    for label, picked in (("correct side (A > 0)", spread_out((adv > 0).nonzero().flatten())),  # from many groups
+                          ("incorrect side (A < 0)", spread_out((adv < 0).nonzero().flatten()))):
         parts.append(f"<h3>{label}</h3>")
         for i in picked.tolist():
             n = int(mask[i].sum())

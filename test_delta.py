@@ -1083,7 +1083,8 @@ def test_lambda_page_shows_every_token_with_its_weight(tiny):
     lam = delta.coefficients(packed, batch["response_mask"], args, {})
     texts = delta.decode_responses(tok, batch)
     page = delta.lambda_page(tok, batch, adv, lam, texts, ["7"] * len(texts), 3, args, per_side=2)
-    shown = [i for i in (adv > 0).nonzero().flatten()[:2].tolist() + (adv < 0).nonzero().flatten()[:2].tolist()]
+    pick = lambda rows: [rows[0], rows[-1]]  # two a side, spread over the batch: the first and the last
+    shown = pick((adv > 0).nonzero().flatten().tolist()) + pick((adv < 0).nonzero().flatten().tolist())
     assert page.count("lam=") == sum(int(batch["response_mask"][i].sum()) for i in shown)
     value = float(lam[shown[0], 0])
     assert f"lam={value:.4f}" in page and "A > 0" in page and "A < 0" in page and page.startswith("<!doctype html>")
