@@ -41,8 +41,12 @@ ABLATIONS = {  # DelTA with one component removed (paper Sec. 5)
 T975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262, 10: 2.228}
 
 
+def folder_name(method):
+    return method.replace(", ", "-").replace(" ", "-")
+
+
 def folder(out, task, method, seed):
-    return os.path.join(out, task, method.replace(", ", "-").replace(" ", "-"), f"s{seed}")
+    return os.path.join(out, task, folder_name(method), f"s{seed}")
 
 
 def run_all(jobs_list, parallel, threads):
@@ -109,7 +113,8 @@ def fmt(values, scale=100):
 
 def report(out, tasks, methods, seeds_of, docs, wall):
     lines = ["# Miniature Table 1", "",
-             f"Made by `python bench/reproduce.py {' '.join(sys.argv[1:])}` (wall time of the runs: {wall / 60:.0f} min). "
+             f"Made by `python bench/reproduce.py {' '.join(a for a in sys.argv[1:] if a != '--report_only')}` "
+             f"(wall time of the runs: {wall / 60:.0f} min). "
              "Held-out accuracy (greedy, 256 problems) in %, mean ± 95 % CI over seeds (t distribution).", ""]
     for task in tasks:
         lines += [f"## Task `{task}`", "", "| method | seeds | before RL | end of RL | area under the curve |", "|---|---|---|---|---|"]
@@ -129,6 +134,16 @@ def report(out, tasks, methods, seeds_of, docs, wall):
             diffs = [a - b for a, b in pairs]
             lines += ["", f"Paired difference DelTA - DAPO at the end of RL: {fmt(diffs)} points over {len(diffs)} seeds "
                       f"(per seed: {', '.join(f'{100 * x:+.1f}' for x in diffs)})."]
+        ablations = [m for m in methods if m in ABLATIONS and m in finals and "delta" in finals]
+        if ablations:  # paired by seed, like DelTA - DAPO: each ablation against the full method
+            lines += ["", "Each ablation against DelTA with the same seed (ablation - DelTA, points):", "",
+                      "| ablation | seeds | end of RL | area under the curve |", "|---|---|---|---|"]
+            for m in ablations:
+                same = [d for d in finals[m] if d.replace(f"/{folder_name(m)}/", "/delta/") in finals["delta"]]
+                end = [finals[m][d] - finals["delta"][d.replace(f"/{folder_name(m)}/", "/delta/")] for d in same]
+                auc = [area(curve(read(d), "eval/accuracy")) -
+                       area(curve(read(d.replace(f"/{folder_name(m)}/", "/delta/")), "eval/accuracy")) for d in same]
+                lines.append(f"| {m} | {len(same)} | {fmt(end)} | {fmt(auc)} |")
         cats = category_table(out, task, seeds_of)
         if cats:
             lines += ["", "DelTA's coefficients by token category (mean lam over all RL steps and seeds; "
