@@ -139,10 +139,10 @@ def report(out, tasks, methods, seeds_of, docs, wall):
             lines += ["", "Each ablation against DelTA with the same seed (ablation - DelTA, points):", "",
                       "| ablation | seeds | end of RL | area under the curve |", "|---|---|---|---|"]
             for m in ablations:
-                same = [d for d in finals[m] if d.replace(f"/{folder_name(m)}/", "/delta/") in finals["delta"]]
-                end = [finals[m][d] - finals["delta"][d.replace(f"/{folder_name(m)}/", "/delta/")] for d in same]
-                auc = [area(curve(read(d), "eval/accuracy")) -
-                       area(curve(read(d.replace(f"/{folder_name(m)}/", "/delta/")), "eval/accuracy")) for d in same]
+                full = lambda d: d.replace(f"/{folder_name(m)}/", "/delta/")  # DelTA's run with the same seed
+                same = [d for d in finals[m] if full(d) in finals["delta"]]
+                end = [finals[m][d] - finals["delta"][full(d)] for d in same]
+                auc = [area(curve(read(d), "eval/accuracy")) - area(curve(read(full(d)), "eval/accuracy")) for d in same]
                 lines.append(f"| {m} | {len(same)} | {fmt(end)} | {fmt(auc)} |")
         cats = category_table(out, task, seeds_of)
         if cats:
