@@ -231,11 +231,11 @@ def code_to_grade(text, row, name):
 
 def prompt_text(tok, row, kind, name, args, instruction):
     if kind == "code":
-        return delta.format_prompt(tok, row["question"], CODE_INSTRUCTION)
+        return delta.prompt_text(tok, row["question"], CODE_INSTRUCTION)
     if args.prompt_style == "matharena":  # the instruction first, then the problem, in one user message
         head = MATHARENA_INSTRUCTION + ("\n" + MATHARENA_AIME_HINT if BENCHMARKS.get(name, {}).get("aime") else "")
-        return delta.format_prompt(tok, f"{head}\n\n{row['question']}", "")
-    return delta.format_prompt(tok, row["question"], instruction)
+        return delta.prompt_text(tok, f"{head}\n\n{row['question']}", "")
+    return delta.prompt_text(tok, row["question"], instruction)
 
 
 def trained_instruction(model):
@@ -249,18 +249,14 @@ def trained_instruction(model):
 # =====================================================================================
 # Sampling and grading
 # =====================================================================================
-def sample_benchmark(model, tok, rows, kind, args, instruction, name="data", engine=None):
-    """n samples for every row; (problem, sample) pairs are sharded over ranks, records gathered on every rank."""
+def sample_benchmark(sampler, rows, kind, args, instruction, name="data"):
+    """n samples for every row with delta.py's sampler (HF generate or vLLM); (problem, sample) pairs are
+    sharded over ranks, records gathered on every rank."""
     rank, world = (dist.get_rank(), dist.get_world_size()) if dist.is_initialized() else (0, 1)
-    n = args.n_samples
+    n, tok = args.n_samples, sampler.tok
     mine = [(p, s) for p in range(len(rows)) for s in range(n)][rank::world]
     prompts = [prompt_text(tok, rows[p], kind, name, args, instruction) for p, _ in mine]
-    if engine is not None:
-        batch = delta.vllm_generate(engine, None, tok, prompts, args, temperature=args.temperature, n=1,
-                                    seed=(args.seed * 101 + rank) * 1_000_003)  # each prompt its own seed
-    else:
-        batch = delta.generate(model, tok, prompts, args.max_new_tokens, args.temperature, args.top_p, args.top_k,
-                               args.gen_max_tokens, args.bf16)
+    batch = delta.sample(sampler, prompts, args.temperature, 1, seed=(args.seed * 101 + rank) * 1_000_003)
     records = []
     if mine:
         texts = delta.decode_responses(tok, batch)
@@ -290,6 +286,13 @@ def markdown_table(model_name, results, n):
     return "\n".join([head, "|" + "---|" * (len(names) + 2), row])
 
 
+def sampler_args(args, longest_prompt):
+    """delta.py's arguments for its sampler (HF generate or vLLM), from eval.py's."""
+    return delta.Args(seed=args.seed, bf16=args.bf16, max_prompt_length=longest_prompt, max_new_tokens=args.max_new_tokens,
+                      top_p=args.top_p, top_k=args.top_k, gen_max_tokens=args.gen_max_tokens, vllm=args.vllm,
+                      vllm_gpu_memory=args.vllm_gpu_memory, vllm_max_model_len=args.vllm_max_model_len)
+
+
 def validate(args):
     if not args.model:
         raise delta.ArgumentError("--model is required (a hub id or a local path)")
@@ -306,7 +309,7 @@ def validate(args):
     if args.prompt_style not in ("train", "matharena"):
         raise delta.ArgumentError(f"--prompt_style {args.prompt_style!r}: use train or matharena")
     if args.vllm:
-        delta.require_vllm()
+        delta.validate_args(sampler_args(args, 1))  # vLLM installed
     return names, local_copies(args.benchmark_dir, names)
 
 
@@ -322,6 +325,7 @@ def main(args: EvalArgs):
         model, tok = None, delta.load_tokenizer(args.model)
     else:
         model, tok = delta.load_model(args.model, device, torch.bfloat16 if bf16 else torch.float32)
+        model.eval()
     instruction = trained_instruction(args.model) if args.instruction == "auto" else args.instruction
     suites = [(b, benchmark_rows(b, read_table(copies.get(b) or BENCHMARKS[b]["hub"], BENCHMARKS[b].get("config"),
                                                BENCHMARKS[b]["split"])), BENCHMARKS[b].get("kind", "math")) for b in names]
@@ -331,18 +335,15 @@ def main(args: EvalArgs):
         rows = delta.load_rows(args.data, "train", args.prompt_key, args.answer_key)
         suites.append((local, [dict(r, id=i) for i, r in enumerate(rows)], "math"))
     suites = [(name, rows[:args.limit] if args.limit else rows, kind) for name, rows, kind in suites]
-    engine = None
-    if args.vllm:
-        longest = max(len(tok(prompt_text(tok, r, k, n, args, instruction), add_special_tokens=False).input_ids)
-                      for n, rows, k in suites for r in rows)
-        engine_args = delta.Args(seed=args.seed, bf16=args.bf16, max_prompt_length=longest, max_new_tokens=args.max_new_tokens,
-                                 vllm_gpu_memory=args.vllm_gpu_memory, vllm_max_model_len=args.vllm_max_model_len)
-        engine = delta.vllm_engine(engine_args, args.model, rank, world, device, sleep=False)
+    longest = max(len(tok(prompt_text(tok, r, k, n, args, instruction), add_special_tokens=False).input_ids)
+                  for n, rows, k in suites for r in rows)
+    sampler = delta.make_sampler(sampler_args(args, longest), model, tok, args.model, delta.DDP(world, device), rank,
+                                 world, device)
     model_name = args.model_name or "/".join(args.model.rstrip("/").split("/")[-2:])
     results, samples = {"model": args.model, "config": asdict(args), "instruction": instruction, "benchmarks": {}}, []
     for name, rows, kind in suites:
         t = time.perf_counter()
-        recs = sample_benchmark(model, tok, rows, kind, args, instruction, name, engine)
+        recs = sample_benchmark(sampler, rows, kind, args, instruction, name)
         if rank == 0:  # metrics (maj@n's verifier calls) on one rank only
             results["benchmarks"][name] = summarize(recs, args.n_samples, kind)
             print(f"{name}: avg@{args.n_samples} {100 * results['benchmarks'][name][f'avg@{args.n_samples}']:.2f} "
@@ -356,7 +357,7 @@ def main(args: EvalArgs):
         with open(os.path.join(args.output_dir, "samples.jsonl"), "w") as f:
             f.writelines(json.dumps(r) + "\n" for r in samples)
         print(markdown_table(model_name, results, args.n_samples))
-    del model, engine
+    del model, sampler
     if world > 1:
         dist.barrier()
         dist.destroy_process_group()

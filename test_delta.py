@@ -26,6 +26,19 @@ def tiny(tmp_path_factory):
     return path
 
 
+def make_run(tiny, world=1, **changes):
+    """A step's namespace around the tiny model, as delta.main builds it."""
+    model, tok = delta.load_model(tiny, torch.device("cpu"))
+    return delta.make_run(dataclasses.replace(Args(), **changes), model, tok, tiny, world=world)
+
+
+def hf_sample(model, tok, prompts, max_new_tokens, temperature, max_tokens=65536):
+    """delta.sample with the HF sampler of a lone model (the rollout layout)."""
+    args = Args(max_new_tokens=max_new_tokens, gen_max_tokens=max_tokens)
+    sampler = delta.HFSampler(model, tok, args, delta.DDP(1, torch.device("cpu")), [tok.eos_token_id], torch.device("cpu"))
+    return delta.sample(sampler, prompts, temperature)
+
+
 # ------------------------------------------------------------------------------------- Eq. A
 def test_group_advantages_against_formula():
     rewards = torch.tensor([1.0, 0.0, 0.0, 1.0, 1.0, 1.0, 0.5, 0.0])
@@ -53,9 +66,8 @@ def test_token_features_equal_autograd_gradient_of_lm_head_row(tiny, temperature
     model, tok = delta.load_model(tiny, torch.device("cpu"))
     batch = delta.pack(tok, ["Question: 1+2=?", "Q: 35+41=?"], ["So 3.", "It is \\boxed{76}"], "cpu")
     R = batch["response_mask"].shape[1]
-    logp, extra = delta.response_logprobs(model, batch["input_ids"], batch["attention_mask"], R, temperature,
-                                          capture_hidden=True)
-    v = token_features(extra["hidden"], logp.detach())  # [2, R, H]
+    logp, _, hidden = delta.response_logprobs(model, batch["input_ids"], batch["attention_mask"], R, temperature)
+    v = token_features(hidden, logp.detach())  # [2, R, H]
     head = model.get_output_embeddings().weight
     targets = batch["input_ids"][:, -R:]
     checked = 0
@@ -161,6 +173,7 @@ def test_gamma_lags_one_step_inside_the_refinement_too():
     ("fixed gamma", dict(gamma=2.5), dict(fixed_gamma=2.5)),
     ("hard assignment", dict(assign="hard"), dict(hard=True)),
     ("no mass normalisation", dict(normalise=False), dict(normalise=False)),
+    ("own side, hard: every score vanishes", dict(margin="own", assign="hard"), dict(lam_w=0.0, hard=True)),
 ])
 @pytest.mark.parametrize("K", [0, 1, 2])
 def test_ablations_match_the_official_hooks(ablation, kwargs, ref_kwargs, K):
@@ -332,6 +345,29 @@ def test_sapo_gate_replaces_the_clip():
     assert torch.allclose(g, -(adv[:, None] * lam * mask) / mask.sum(), atol=1e-7)
 
 
+def test_grpo_has_no_dual_clip_as_its_references():
+    """GRPO and Dr. GRPO (oat, understand-r1-zero): a symmetric clip and no dual clip. A token with A = -1 and
+    r = 20 costs 20 with gradient 20 there; under DAPO's dual clip (c = 10) it costs 10 with gradient 0."""
+    old = torch.zeros(1, 1)
+    for algo, loss_want, grad_want in (("grpo", 20.0, 20.0), ("drgrpo", 20.0, 20.0), ("dapo", 10.0, 0.0)):
+        logp = torch.full((1, 1), math.log(20.0), requires_grad=True)
+        gate = delta.ALGOS[algo]["gate"](Args())
+        loss, met = policy_loss(logp, old, torch.tensor([-1.0]), torch.ones(1, 1, dtype=torch.bool), **gate)
+        (g,) = torch.autograd.grad(loss, logp)
+        assert loss.item() == pytest.approx(loss_want) and g.item() == pytest.approx(grad_want), algo
+        assert met["clipfrac_dual"].item() == (algo == "dapo")
+
+
+def test_top_share_mask_in_float64_keeps_the_top_tokens():
+    """The threshold is taken and compared in the values' own dtype (float32 rounding kept no token here)."""
+    values = torch.tensor([[0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.9999999999]], dtype=torch.float64)
+    mask = torch.ones_like(values, dtype=torch.bool)
+    assert delta.top_share_mask(values, mask, 0.1).tolist() == [[False] * 9 + [True]]
+    assert delta.top_share_mask(values, mask, 0.2, largest=False).tolist() == [[True, True] + [False] * 8]
+    tied = torch.tensor([[1.0, 1.0, 1.0, 1.0, 0.5]])
+    assert delta.top_share_mask(tied, torch.ones_like(tied, dtype=torch.bool), 0.2).sum() == 4  # ties are all kept
+
+
 def test_entropy_top_mask_keeps_the_top_share_of_valid_tokens():
     gen = torch.Generator().manual_seed(0)
     entropy, mask = torch.rand(6, 9, generator=gen), torch.rand(6, 9, generator=gen) > 0.3
@@ -366,6 +402,11 @@ def test_fipo_weights_against_a_loop():
                 want = min(want, 1.0)
             assert float(f[i, t]) == pytest.approx(want, rel=1e-4), (i, t)
     assert keep.tolist() == [True, False, True, True, True]  # response 1 has two ratios above c = 10
+    # the safety rule clips to [0.8, 1] as FIPO's code does (0.8 fixed), also with a band below 0.8
+    low, _ = delta.fipo_weights(logp, old, adv, mask, low=0.5, high=1.2, safety=3.0)
+    free = delta.fipo_weights(logp, old, adv, mask, low=0.5, high=1.2, safety=1e9)[0]
+    safe = (adv[:, None] < 0) & mask & ((logp - old).exp() > 3.0)
+    assert torch.equal(low[safe], free[safe].clamp(0.8, 1.0)) and torch.equal(low[~safe], free[~safe])
 
 
 # ------------------------------------------------------------------------------------- rollout
@@ -388,7 +429,7 @@ def test_scoring_logprobs_match_generate_logits_with_left_padding(tiny):
     rmask = (is_eos.cumsum(1) - is_eos.long()) == 0
     ref = torch.stack(out.logits, 1).float().div(T).log_softmax(-1).gather(-1, resp[..., None]).squeeze(-1)
     am = torch.cat([enc.attention_mask.bool(), rmask], 1)
-    logp, _ = delta.response_logprobs(model, out.sequences, am, R, T)
+    logp = delta.response_logprobs(model, out.sequences, am, R, T)[0]
     assert torch.allclose(logp[rmask], ref[rmask], atol=1e-4)
 
 
@@ -403,10 +444,9 @@ def test_sliced_lm_head_gives_the_full_logits_values_and_gradients(tiny, chunk):
     full = logits.logits[:, -R - 1:-1].float() / 0.7  # [b, R, V]
     ref_logp = full.log_softmax(-1).gather(-1, ids[:, -R:, None]).squeeze(-1)
     ref_ent = -(full.softmax(-1) * full.log_softmax(-1)).sum(-1)
-    logp, extra = delta.response_logprobs(model, ids, am, R, 0.7, capture_hidden=True, with_entropy=True,
-                                          chunk_tokens=chunk, checkpoint=True)
-    assert torch.allclose(logp, ref_logp, atol=1e-5) and torch.allclose(extra["entropy"], ref_ent, atol=1e-5)
-    assert torch.allclose(extra["hidden"], logits.hidden_states[-1][:, -R - 1:-1], atol=1e-6)  # post-norm input of the head
+    logp, ent, hidden = delta.response_logprobs(model, ids, am, R, 0.7, chunk, checkpoint=True, with_entropy=True)
+    assert torch.allclose(logp, ref_logp, atol=1e-5) and torch.allclose(ent, ref_ent, atol=1e-5)
+    assert torch.allclose(hidden, logits.hidden_states[-1][:, -R - 1:-1], atol=1e-6)  # post-norm input of the head
     mask = batch["response_mask"]
     ours = torch.autograd.grad((logp * mask).sum(), list(model.parameters()), allow_unused=True)
     ref = torch.autograd.grad((ref_logp * mask).sum(), list(model.parameters()), allow_unused=True)
@@ -419,7 +459,7 @@ def test_response_mask_stops_at_first_eos_even_though_pad_is_eos(tiny):
     model, tok = delta.load_model(tiny, torch.device("cpu"))
     assert tok.pad_token_id == tok.eos_token_id
     torch.manual_seed(1)
-    batch = delta.generate(model, tok, ["Q: 1+1=?"] * 16, max_new_tokens=20, temperature=1.0)
+    batch = hf_sample(model, tok, ["Q: 1+1=?"] * 16, max_new_tokens=20, temperature=1.0)
     resp = batch["input_ids"][:, batch["prompt_len"]:]
     for ids, m, trunc in zip(resp, batch["response_mask"], batch["truncated"]):
         n = int(m.sum())
@@ -433,15 +473,17 @@ def test_response_mask_stops_at_first_eos_even_though_pad_is_eos(tiny):
 
 def test_generation_in_token_budgeted_calls_gives_the_same_greedy_responses(tiny):
     model, tok = delta.load_model(tiny, torch.device("cpu"))
-    prompts = [delta.format_prompt(tok, f"{a}+{a + 7}=?", "") for a in range(10, 30)] + ["Q: 5+5=?\nA: "]
-    one = delta.generate(model, tok, prompts, 16, temperature=0.0, max_tokens=10**6)
-    many = delta.generate(model, tok, prompts, 16, temperature=0.0, max_tokens=3 * 40)  # 3 sequences per call
+    prompts = [delta.prompt_text(tok, f"{a}+{a + 7}=?") for a in range(10, 30)] + ["Q: 5+5=?\nA: "]
+    one = hf_sample(model, tok, prompts, 16, temperature=0.0, max_tokens=10**6)
+    many = hf_sample(model, tok, prompts, 16, temperature=0.0, max_tokens=3 * 40)  # 3 sequences per call
     assert delta.decode_responses(tok, one) == delta.decode_responses(tok, many)
 
 
 # ------------------------------------------------------------------------------------- training step
-def fixed_rollout(tiny, n_prompts=4, G=4, seed=0, budget=16384, algo="delta"):
-    model, tok = delta.load_model(tiny, torch.device("cpu"))
+def fixed_rollout(tiny, n_prompts=4, G=4, seed=0, budget=16384, algo="delta", world=1, **changes):
+    """A rollout of known responses (half right, lengths varied), scored: (run, batch, adv, packed, plans)."""
+    run = make_run(tiny, world=world, prompts_per_step=n_prompts, group_size=G, mini_batch_prompts=2, lr=1e-2,
+                   max_tokens_per_micro_batch=budget, algo=algo, **changes)
     gen = torch.Generator().manual_seed(seed)
     rows = delta.addition_task(0, 8)[0][:n_prompts]
     prompts, responses, correct = [], [], []
@@ -449,25 +491,31 @@ def fixed_rollout(tiny, n_prompts=4, G=4, seed=0, budget=16384, algo="delta"):
         for j in range(G):
             ok = bool(torch.rand(1, generator=gen) < 0.5)
             ans = r["answer"] if ok else str(int(r["answer"]) + 1 + j)
-            prompts.append(delta.format_prompt(tok, r["question"]))
+            prompts.append(delta.prompt_text(run.tok, r["question"]))
             responses.append("Let us add" + " the two numbers" * (j % 3) + f". \\boxed{{{ans}}}")
             correct.append(float(ok))
-    batch = delta.pack(tok, prompts, responses, "cpu")
+    batch = delta.pack(run.tok, prompts, responses, "cpu")
     adv = group_advantages(torch.tensor(correct), G)
-    args = Args(prompts_per_step=n_prompts, group_size=G, mini_batch_prompts=2, max_tokens_per_micro_batch=budget,
-                lr=1e-2, algo=algo)
-    plans = delta.micro_batches(batch, args, 1)
-    batch["old_logp"], entropy, packed = delta.score(model, batch, adv, plans, args, features=True)
-    return model, tok, batch, adv, packed, args, plans
+    plans = delta.micro_batches(run, batch)
+    batch["old_logp"], entropy, packed = delta.score(run, batch, adv, plans, True)
+    run.rows = rows
+    return run, batch, adv, packed, plans
 
 
-def train(model, batch, adv, weights, plans, args, lr=0.1):
-    return delta.train_on_rollout(model, torch.optim.SGD(model.parameters(), lr=lr), batch, adv, weights, plans, args, 1)
+def lam_of(run, batch, adv, packed, stats=None):
+    """DelTA's lam [N, R] through the trainer's path (packed features, zero-advantage tokens included)."""
+    return delta.delta_weights(run, dict(batch=batch, adv=adv, features=packed, stats={} if stats is None else stats))
+
+
+def train(run, batch, adv, weights, plans, lr=0.1):
+    run.optimizer = torch.optim.SGD(run.model.parameters(), lr=lr)
+    return delta.update(run, batch, adv, weights, plans)
 
 
 def test_micro_batches_cover_every_row_once_within_the_budget(tiny):
-    _, _, batch, _, _, args, _ = fixed_rollout(tiny, budget=100)
-    plans = delta.micro_batches(batch, args, 1)
+    run, batch, _, _, _ = fixed_rollout(tiny, budget=100)
+    args = run.args
+    plans = delta.micro_batches(run, batch)
     per = args.mini_batch_prompts * args.group_size
     for m, groups in enumerate(plans):
         rows = sorted(int(i) for g in groups for i in g)
@@ -475,16 +523,17 @@ def test_micro_batches_cover_every_row_once_within_the_budget(tiny):
         for g in groups:
             ids, _, R = delta.micro_batch(batch, g)
             assert len(g) == 1 or ids.numel() <= 100  # padded tokens within the budget
-    assert len(plans[0]) > 1 and len(delta.micro_batches(batch, dataclasses.replace(args, max_tokens_per_micro_batch=10**6), 1)[0]) == 1
+    run.args = dataclasses.replace(args, max_tokens_per_micro_batch=10**6)
+    assert len(plans[0]) > 1 and len(delta.micro_batches(run, batch)[0]) == 1
 
 
 def test_score_packs_the_features_of_side_tokens(tiny):
-    model, tok, batch, adv, packed, args, plans = fixed_rollout(tiny)
+    run, batch, adv, packed, plans = fixed_rollout(tiny)
     v, adv_tok, where = packed
     mask = batch["response_mask"]
     R = mask.shape[1]
-    logp, extra = delta.response_logprobs(model, batch["input_ids"], batch["attention_mask"], R, 1.0, capture_hidden=True)
-    padded = token_features(extra["hidden"], logp)  # [N, R, H] from one untrimmed forward
+    logp, _, hidden = delta.response_logprobs(run.model, batch["input_ids"], batch["attention_mask"], R, 1.0)
+    padded = token_features(hidden, logp)  # [N, R, H] from one untrimmed forward
     side = mask & (adv != 0)[:, None]
     assert v.shape[0] == int(side.sum()) and sorted(where.tolist()) == side.flatten().nonzero().flatten().tolist()
     assert torch.allclose(v, padded.reshape(-1, v.shape[1])[where], atol=1e-5)
@@ -494,7 +543,7 @@ def test_score_packs_the_features_of_side_tokens(tiny):
 
 def test_bf16_features_change_lambda_by_bf16_rounding_only(tiny):
     """Stored in bf16 (the compute dtype on GPU), the features move lam by at most 0.01 here."""
-    _, _, batch, adv, packed, args, _ = fixed_rollout(tiny, n_prompts=8)
+    _, batch, adv, packed, _ = fixed_rollout(tiny, n_prompts=8)
     v, adv_tok, where = packed
     ones = torch.ones_like(adv_tok, dtype=torch.bool)
     mask = batch["response_mask"]
@@ -506,39 +555,41 @@ def test_bf16_features_change_lambda_by_bf16_rounding_only(tiny):
 def test_algo_dapo_and_delta_differ_only_through_lambda(tiny):
     states = []
     for algo in ("dapo", "delta"):
-        model, _, batch, adv, packed, args, plans = fixed_rollout(tiny, algo=algo)
+        run, batch, adv, packed, plans = fixed_rollout(tiny, algo=algo)
         weights = torch.ones_like(batch["old_logp"]) if algo == "delta" else None
-        train(model, batch, adv, weights, plans, args)
-        states.append(model.state_dict())
+        train(run, batch, adv, weights, plans)
+        states.append(run.model.state_dict())
     assert all(torch.equal(states[0][k], states[1][k]) for k in states[0])
-    model, _, batch, adv, packed, args, plans = fixed_rollout(tiny)  # and a real lam changes the update
-    train(model, batch, adv, delta.coefficients(packed, batch["response_mask"], args, {}), plans, args)
-    assert any(not torch.equal(states[0][k], model.state_dict()[k]) for k in states[0])
+    run, batch, adv, packed, plans = fixed_rollout(tiny)  # and a real lam changes the update
+    train(run, batch, adv, lam_of(run, batch, adv, packed), plans)
+    assert any(not torch.equal(states[0][k], run.model.state_dict()[k]) for k in states[0])
 
 
 def test_training_step_independent_of_micro_batch_budget(tiny):
     finals = []
     for budget in (16384, 60):  # one micro-batch per mini-batch, or one response each
-        model, _, batch, adv, packed, args, plans = fixed_rollout(tiny, budget=budget)
+        run, batch, adv, packed, plans = fixed_rollout(tiny, budget=budget)
         assert (max(map(len, plans)) > 1) == (budget == 60)
-        train(model, batch, adv, delta.coefficients(packed, batch["response_mask"], args, {}), plans, args)
-        finals.append(model.state_dict())
+        train(run, batch, adv, lam_of(run, batch, adv, packed), plans)
+        finals.append(run.model.state_dict())
     for k in finals[0]:
         assert torch.allclose(finals[0][k], finals[1][k], atol=1e-6), k
 
 
-@pytest.mark.parametrize("algo", ["forking", "sapo", "fipo"])
+@pytest.mark.parametrize("algo", ["forking", "sapo", "fipo", "oracle", "lam_top", "lam_bottom"])
 def test_baselines_train_through_the_same_path(tiny, algo):
     """Each baseline departs from DAPO only where ALGOS says. Forking and SAPO change even a step taken at
     theta_old; FIPO's weights are 1 there (no future KL yet) and change the later steps of a rollout."""
     def run(name, mini_batch_prompts):
-        model, _, batch, adv, _, args, _ = fixed_rollout(tiny, algo=name)
-        args.mini_batch_prompts = mini_batch_prompts
+        r, batch, adv, packed, _ = fixed_rollout(tiny, algo=name)
+        r.args.mini_batch_prompts = mini_batch_prompts
         mask = batch["response_mask"]
         weights = delta.entropy_top_mask(torch.rand(mask.shape), mask, 0.2).float() if name == "forking" else None
-        out = train(model, batch, adv, weights, delta.micro_batches(batch, args, 1), args)
+        if r.algo["weights"] and name != "forking":
+            weights = r.algo["weights"](r, dict(batch=batch, adv=adv, features=packed, rows=r.rows, stats={}))
+        out = train(r, batch, adv, weights, delta.micro_batches(r, batch))
         assert math.isfinite(out["grad_norm"])
-        return model.state_dict()
+        return r.model.state_dict()
 
     same = lambda a, b: all(torch.equal(a[k], b[k]) for k in a)
     if algo == "fipo":
@@ -547,38 +598,78 @@ def test_baselines_train_through_the_same_path(tiny, algo):
         assert not same(run(algo, 4), run("dapo", 4))
 
 
+def test_oracle_and_lam_subsets_weigh_the_tokens_they_name(tiny):
+    run, batch, adv, packed, plans = fixed_rollout(tiny, algo="oracle")
+    mask, roll = batch["response_mask"], dict(batch=batch, adv=adv, features=packed, rows=run.rows, stats={})
+    oracle = delta.oracle_weights(run, roll)
+    deciding = delta.deciding_tokens(run.tok, batch) & (adv != 0)[:, None]
+    assert oracle[mask].mean().item() == pytest.approx(1.0) and torch.all(oracle[~mask] == 0)
+    assert torch.allclose(oracle[deciding] / oracle[mask & ~deciding].min(), torch.tensor(1.2 / 0.8))
+    lam = lam_of(run, batch, adv, packed)
+    top, bottom = (delta.lam_subset_weights(x)(run, dict(roll, stats={})) for x in (True, False))
+    assert torch.all(lam[top.bool()].min() >= lam[mask & ~top.bool()].max())
+    assert torch.all(lam[bottom.bool()].max() <= lam[mask & ~bottom.bool()].min())
+    assert top.sum() >= mask.sum() / 2 and bottom.sum() >= mask.sum() / 2 and not torch.any((top + bottom)[~mask])
+
+
+def test_importance_correction_weighs_each_token_by_the_truncated_ratio(tiny):
+    """With a sampler's log-probs (vLLM), each token's term is weighted by min(pi_old / pi_sampler, cap)."""
+    gen = torch.Generator().manual_seed(0)
+    old, sampler = -torch.rand(3, 5, generator=gen), -torch.rand(3, 5, generator=gen)
+    got = delta.is_correction(old, sampler, 2.0)
+    for i in range(3):
+        for t in range(5):
+            assert got[i, t].item() == pytest.approx(min(math.exp(old[i, t] - sampler[i, t]), 2.0))
+    states = []
+    for shift in (None, 0.0, 0.4):  # no sampler log-probs; equal ones; different ones
+        run, batch, adv, packed, plans = fixed_rollout(tiny, algo="dapo", is_cap=1.3)
+        w = None
+        if shift is not None:
+            batch["sampler_logp"] = batch["old_logp"] - shift * torch.rand(batch["old_logp"].shape, generator=gen)
+            w = delta.is_correction(batch["old_logp"], batch["sampler_logp"], 1.3)
+        out = train(run, batch, adv, None, plans)
+        states.append(run.model.state_dict())
+        ref, rb, ra, _, rp = fixed_rollout(tiny, algo="dapo")  # the same update with the weights given as lam
+        train(ref, rb, ra, w, rp)
+        assert all(torch.allclose(ref.model.state_dict()[k], v, atol=1e-7) for k, v in states[-1].items())
+        assert ("rollout/is_mean" in out) == (shift is not None)
+    assert all(torch.equal(states[0][k], states[1][k]) for k in states[0])  # weights of 1 change nothing
+    assert any(not torch.equal(states[0][k], states[2][k]) for k in states[0])
+
+
 def test_non_finite_gradient_skips_the_step(tiny):
-    model, _, batch, adv, packed, args, plans = fixed_rollout(tiny)
-    before = {k: x.clone() for k, x in model.state_dict().items()}
+    run, batch, adv, packed, plans = fixed_rollout(tiny)
+    before = {k: x.clone() for k, x in run.model.state_dict().items()}
     batch["old_logp"] = torch.full_like(batch["old_logp"], float("nan"))
     with pytest.warns(UserWarning, match="non-finite gradient norm"):
-        out = train(model, batch, adv, None, plans, args)
+        out = train(run, batch, adv, None, plans)
     assert not math.isfinite(out["grad_norm"])
-    assert all(torch.equal(before[k], x) for k, x in model.state_dict().items())
+    assert all(torch.equal(before[k], x) for k, x in run.model.state_dict().items())
 
 
 def test_gradient_checkpointing_gives_the_same_update(tiny):
     finals = []
     for ckpt in (False, True):
-        model, _, batch, adv, packed, args, plans = fixed_rollout(tiny)
+        run, batch, adv, packed, plans = fixed_rollout(tiny)
         if ckpt:
-            delta.enable_checkpointing(model)
-            assert getattr(model, "is_activation_checkpointing", None) or model.is_gradient_checkpointing
-        model.train()
-        train(model, batch, adv, None, plans, args)
-        finals.append(model.state_dict())
+            delta.enable_checkpointing(run.model)
+            assert getattr(run.model, "is_activation_checkpointing", None) or run.model.is_gradient_checkpointing
+        run.model.train()
+        train(run, batch, adv, None, plans)
+        finals.append(run.model.state_dict())
     assert all(torch.allclose(finals[0][k], finals[1][k], atol=1e-6) for k in finals[0])
 
 
 @pytest.mark.parametrize("algo", ["grpo", "drgrpo"])
 def test_grpo_and_drgrpo_normalisers(tiny, algo):
     """GRPO: mean over each response, then over responses (symmetric clip); Dr. GRPO: token sum / (responses x max len)."""
-    model, _, batch, adv, packed, args, plans = fixed_rollout(tiny, algo=algo)
+    run, batch, adv, packed, plans = fixed_rollout(tiny, algo=algo)
+    model, args = run.model, run.args
     args.mini_batch_prompts = 4  # one mini-batch, one micro-batch
-    plans = delta.micro_batches(batch, args, 1)
+    plans = delta.micro_batches(run, batch)
     mask = batch["response_mask"]
     R = mask.shape[1]
-    logp, _ = delta.response_logprobs(model, batch["input_ids"], batch["attention_mask"], R, 1.0)
+    logp = delta.response_logprobs(model, batch["input_ids"], batch["attention_mask"], R, 1.0)[0]
     if algo == "grpo":
         per_seq = [-(adv[i] * logp[i][mask[i]].exp() / batch["old_logp"][i][mask[i]].exp()).mean() for i in range(16)]
         expected = torch.stack(per_seq).mean()
@@ -587,7 +678,7 @@ def test_grpo_and_drgrpo_normalisers(tiny, algo):
         expected = -(adv[:, None] * ratio * mask).sum() / (16 * args.max_new_tokens)
     (g_expected,) = torch.autograd.grad(expected, model.get_output_embeddings().weight)
     w0 = model.get_output_embeddings().weight.detach().clone()
-    out = train(model, batch, adv, None, plans, args, lr=1.0)
+    out = train(run, batch, adv, None, plans, lr=1.0)
     assert out["loss/policy"] == pytest.approx(expected.item(), rel=1e-5, abs=1e-7)
     norm = g_expected.norm()  # the step is clipped to max_grad_norm over all parameters; compare directions
     step = w0 - model.get_output_embeddings().weight.detach()
@@ -596,7 +687,7 @@ def test_grpo_and_drgrpo_normalisers(tiny, algo):
 
 
 def _rank_share(batch, adv, args, rank, world):
-    """This rank's rows: an equal share of every mini-batch, as prompt_indices hands them out."""
+    """This rank's rows: an equal share of every mini-batch, as step_prompts hands them out."""
     per = args.mini_batch_prompts * args.group_size
     idx = torch.cat([torch.arange(m + rank * per // world, m + (rank + 1) * per // world)
                      for m in range(0, adv.shape[0], per)])
@@ -604,41 +695,55 @@ def _rank_share(batch, adv, args, rank, world):
     return part, adv[idx]
 
 
+COPYABLE = ("delta_coefficients", "top_share_mask")
+
+
 def _dist_worker(rank, world, tmp, tiny, engine):
+    import inspect
     import torch.distributed as dist
     torch.set_num_threads(1)
     dist.init_process_group("gloo", init_method=f"file://{tmp}/rendezvous", rank=rank, world_size=world)
     try:
-        if engine == "ddp":  # coefficients: each rank holds a slice of the batch, padded to its own length
+        if engine == "ddp":
+            # the copyable functions pasted into a module holding only torch, as a user would, under an
+            # initialised process group: with group=WORLD they see the whole batch; without, this rank's part only
+            pasted = {"torch": torch}
+            for name in COPYABLE:
+                exec(inspect.getsource(getattr(delta, name)), pasted)
             v, adv, mask = uneven_batch()
             rows = slice(0, 2) if rank == 0 else slice(2, 6)
             T = 5 if rank == 0 else 7
-            lam = delta_coefficients(v[rows, :T], adv[rows], mask[rows, :T], K=2, stats=(stats := {}))
-            torch.save({"lam": lam, "stats": stats}, f"{tmp}/lam{rank}.pt")
+            lam = pasted["delta_coefficients"](v[rows, :T], adv[rows], mask[rows, :T], K=2, stats=(stats := {}),
+                                               group=dist.group.WORLD)
+            alone = pasted["delta_coefficients"](v[rows, :T], adv[rows], mask[rows, :T], K=2)  # no collective
+            top = pasted["top_share_mask"](v[rows, :T, 0].double(), mask[rows, :T], 0.3, group=dist.group.WORLD)
+            top_alone = pasted["top_share_mask"](v[rows, :T, 0].double(), mask[rows, :T], 0.3)
+            torch.save({"lam": lam, "stats": stats, "alone": alone, "top": top, "top_alone": top_alone},
+                       f"{tmp}/lam{rank}.pt")
             # packed, with rank 0 holding only zero-advantage responses: no feature at all, yet every sum joins
             mine_rows = [2] if rank == 0 else [0, 1, 3, 4, 5]  # row 2 has advantage 0: rank 0 needs no feature
             mine = torch.zeros_like(mask)
             mine[mine_rows] = mask[mine_rows] & (adv[mine_rows] != 0)[:, None]
             count = mask[mine_rows].sum()
             packed = delta_coefficients(v[mine], adv[:, None].expand_as(mask)[mine], torch.ones(int(mine.sum()), dtype=torch.bool),
-                                        K=2, num_valid=count, stats=(pstats := {}))
+                                        K=2, num_valid=count, stats=(pstats := {}), group=dist.group.WORLD)
             torch.save({"lam": packed, "stats": pstats, "n": int(mine.sum())}, f"{tmp}/packed{rank}.pt")
         # a whole training step: scoring pass, coefficients from packed features, optimizer steps
-        model, tok, batch, adv, _, args, _ = fixed_rollout(tiny)
-        part, part_adv = _rank_share(batch, adv, args, rank, world)
-        args.max_tokens_per_micro_batch = 80  # several micro-batches, a different split than one process makes
-        args.fsdp = engine == "fsdp"
-        wrapped = delta.wrap_model(model, args, world, torch.device("cpu"))
-        opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)  # linear in the gradient, with state
-        plans = delta.micro_batches(part, args, world)
-        part["old_logp"], _, packed = delta.score(wrapped, part, part_adv, plans, args, features=True)
-        lam = delta.coefficients(packed, part["response_mask"], args, stats := {})
-        out = delta.all_mean(delta.train_on_rollout(wrapped, opt, part, part_adv, lam, plans, args, world), world, "cpu")
-        state = delta.full_state_dict(wrapped)
-        optim = delta.optimizer_state(wrapped, opt)
+        run, batch, adv, _, _ = fixed_rollout(tiny, world=world, fsdp=engine == "fsdp")
+        part, part_adv = _rank_share(batch, adv, run.args, rank, world)
+        run.rank, run.args.max_tokens_per_micro_batch = rank, 80  # several micro-batches, not one process's split
+        if engine == "fsdp":  # FSDP2 keeps the root unsharded after a forward without backward (fixed_rollout's
+            run.train_model.reshard()  # scoring pass): an optimizer must see the sharded parameters
+        run.optimizer = torch.optim.SGD(run.model.parameters(), lr=0.1, momentum=0.9)  # linear in the gradient
+        plans = delta.micro_batches(run, part)
+        part["old_logp"], _, packed = delta.score(run, part, part_adv, plans, True)
+        lam = lam_of(run, part, part_adv, packed, stats := {})
+        out = delta.all_mean(run, delta.update(run, part, part_adv, lam, plans))
+        state = run.sharding.model_state(run.train_model)
+        optim = run.sharding.optim_state(run.train_model, run.optimizer)
         if rank == 0:
             torch.save({"model": state, "out": out, "stats": stats, "optim": optim}, f"{tmp}/{engine}.pt")
-        del wrapped, model
+        del run
     finally:
         dist.destroy_process_group()
 
@@ -650,18 +755,19 @@ def uneven_batch():
 
 
 def one_process_step(tiny):
-    model, _, batch, adv, packed, args, plans = fixed_rollout(tiny)
+    run, batch, adv, packed, plans = fixed_rollout(tiny)
     stats = {}
-    lam = delta.coefficients(packed, batch["response_mask"], args, stats)
-    opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)  # linear in the gradient, with state
-    out = delta.train_on_rollout(model, opt, batch, adv, lam, plans, args, 1)
-    return model, out, stats, delta.optimizer_state(model, opt)
+    lam = lam_of(run, batch, adv, packed, stats)
+    run.optimizer = torch.optim.SGD(run.model.parameters(), lr=0.1, momentum=0.9)  # linear in the gradient, with state
+    out = delta.update(run, batch, adv, lam, plans)
+    return run.model, out, stats, run.sharding.optim_state(run.model, run.optimizer)
 
 
 @pytest.mark.parametrize("engine", ["ddp", "fsdp"])
 def test_two_processes_match_one_process(tiny, tmp_path, engine):
     """2 gloo processes under DDP or FSDP2 = 1 process: coefficients, loss, gradient norm, parameters and
-    optimizer state, within fp32 rounding."""
+    optimizer state, within fp32 rounding. The copyable functions, pasted alone, communicate only when given
+    the group: without it each rank gets its own part's result, as the official per-rank code."""
     mp.spawn(_dist_worker, args=(2, str(tmp_path), tiny, engine), nprocs=2, join=True)
     if engine == "ddp":  # coefficients: the two slices together equal the one-process result on the whole batch
         v, adv, mask = uneven_batch()
@@ -671,6 +777,14 @@ def test_two_processes_match_one_process(tiny, tmp_path, engine):
         assert torch.allclose(got0["lam"], whole[0:2, :5], atol=1e-6)
         assert torch.allclose(got1["lam"], whole[2:6, :7], atol=1e-6)
         assert got0["stats"] == pytest.approx(stats) and got1["stats"] == pytest.approx(stats)
+        assert torch.equal(got0["alone"], delta_coefficients(v[0:2, :5], adv[0:2], mask[0:2, :5], K=2))
+        assert torch.equal(got1["alone"], delta_coefficients(v[2:6, :7], adv[2:6], mask[2:6, :7], K=2))
+        assert not torch.allclose(got1["alone"], got1["lam"], atol=1e-3)  # per rank is not the batch statistic
+        values = torch.cat([v[0:2, :5, 0][mask[0:2, :5]], v[2:6, :7, 0][mask[2:6, :7]]]).double()
+        threshold = values.topk(math.ceil(0.3 * len(values))).values[-1]
+        assert torch.equal(got0["top"], mask[0:2, :5] & (v[0:2, :5, 0].double() >= threshold))
+        assert torch.equal(got1["top"], mask[2:6, :7] & (v[2:6, :7, 0].double() >= threshold))
+        assert torch.equal(got0["top_alone"], delta.top_share_mask(v[0:2, :5, 0].double(), mask[0:2, :5], 0.3))
         p0, p1 = torch.load(f"{tmp_path}/packed0.pt"), torch.load(f"{tmp_path}/packed1.pt")
         side = mask & (adv != 0)[:, None]
         assert p0["n"] == 0 and torch.allclose(p1["lam"], whole[side], atol=1e-6)  # a rank without features
@@ -822,6 +936,67 @@ def test_torchrun_two_processes_end_to_end_and_resume(tmp_path, engine):
     assert all(torch.equal(final[k], final_b[k]) for k in final)
 
 
+def free_port():
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def two_nodes(*argv):
+    """delta.py on two torchrun "nodes" of one process each, rendezvous on localhost (static)."""
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONWARNINGS="ignore")
+    port = free_port()
+    procs = [subprocess.Popen([sys.executable, "-m", "torch.distributed.run", "--nnodes", "2", "--nproc_per_node", "1",
+                               "--node_rank", str(r), "--master_addr", "127.0.0.1", "--master_port", str(port),
+                               "delta.py", *argv], cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                              text=True) for r in (0, 1)]
+    errs = [p.communicate(timeout=600)[1] for p in procs]
+    assert all(p.returncode == 0 for p in procs), errs[0][-3000:] + errs[1][-3000:]
+
+
+def test_two_nodes_equal_one_node_of_two_processes(tmp_path):
+    """--nnodes 2 (one process a node) runs what --nproc_per_node 2 runs: metrics, weights, checkpoints, and
+    a resume on two nodes from the one-node run's checkpoint."""
+    from safetensors.torch import load_file
+
+    one, two, back = (str(tmp_path / d) for d in ("one", "two", "back"))
+    common = ("--max_steps", "2", "--eval_every", "0", "--save_every", "1", *FAST)
+    p = run_delta("--output_dir", one, *common, torchrun=True)
+    assert p.returncode == 0, p.stderr[-3000:]
+    two_nodes("--output_dir", two, *common)
+    strip = lambda rows: [{k: x for k, x in r.items() if not k.startswith("time/")} for r in rows]
+    assert strip(read_metrics(two)) == strip(read_metrics(one))
+    weights = lambda d: load_file(os.path.join(d, "final", "model.safetensors"))
+    assert all(torch.equal(weights(one)[k], x) for k, x in weights(two).items())
+    os.makedirs(back)
+    shutil.copytree(os.path.join(one, "checkpoint-1"), os.path.join(back, "checkpoint-1"))
+    two_nodes("--output_dir", back, "--resume", *common)
+    assert strip(read_metrics(back))[-1] == strip(read_metrics(one))[-1]
+    assert all(torch.equal(weights(one)[k], x) for k, x in weights(back).items())
+
+
+def test_sampled_evaluation_draws_apart_from_training_and_warm_starts_are_shared(tmp_path):
+    """--eval_samples adds the accuracy of samples at the temperature without changing the run's trajectory;
+    --warm_start_only writes the warmed-up model, which --model then starts from."""
+    a, b, warm, c = (str(tmp_path / d) for d in ("a", "b", "warm", "c"))
+    common = ("--max_steps", "2", "--eval_every", "1", "--save_every", "0", *FAST)
+    assert run_delta("--output_dir", a, *common).returncode == 0
+    assert run_delta("--output_dir", b, *common, "--eval_samples", "2").returncode == 0
+    ra, rb = read_metrics(a), read_metrics(b)
+    assert all("eval/sampled_accuracy" in r for r in rb if "eval/accuracy" in r)
+    drop = lambda r: {k: x for k, x in r.items() if not k.startswith(("time/", "eval/sampled"))}
+    assert [drop(r) for r in ra] == [drop(r) for r in rb]
+    p = run_delta("--output_dir", warm, "--warm_start_only", *FAST)
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert os.path.exists(os.path.join(warm, "final", "model.safetensors")) and not delta.checkpoints(warm)
+    assert [r["step"] for r in read_metrics(warm)] == [0]  # the warm start's row only
+    p = run_delta("--output_dir", c, "--model", os.path.join(warm, "final"), "--task", "addition", *common)
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert read_metrics(c)[0]["eval/accuracy"] == ra[1]["eval/accuracy"]  # step 0: the same warm-started model
+
+
 def test_ctrl_c_saves_a_checkpoint_and_resume_continues(tmp_path):
     import signal
     import time
@@ -871,8 +1046,9 @@ def test_local_dataset_and_model_path_like_a_user(tiny, tmp_path):
 def test_plain_template_without_chat_template(tiny):
     _, tok = delta.load_model(tiny, torch.device("cpu"))
     tok.chat_template = None
-    assert delta.format_prompt(tok, "1+1=?") == "Question: 1+1=?\n" + delta.PROMPT_INSTRUCTION + "\nAnswer: "
-    assert delta.format_prompt(tok, "1+1=?", "") == "Question: 1+1=?\nAnswer: "
+    assert delta.prompt_text(tok, "1+1=?", delta.PROMPT_INSTRUCTION) == ("Question: 1+1=?\n" + delta.PROMPT_INSTRUCTION +
+                                                                       "\nAnswer: ")
+    assert delta.prompt_text(tok, "1+1=?") == "Question: 1+1=?\nAnswer: "
 
 
 def test_core_functions_are_copyable_pure_torch():
@@ -927,23 +1103,24 @@ def test_vllm_greedy_equals_hf_after_a_weight_push(tiny):
     """The trainer's changed weights reach vLLM: greedy decoding is token for token HF's; sampled tokens'
     log-probs are the trainer's (rollout/logp_gap near 0 at temperature 1)."""
     model, tok = delta.load_model(tiny, torch.device("cpu"))
-    args = Args(max_new_tokens=24, group_size=4)
-    engine = delta.vllm_engine(args, tiny, 0, 1, torch.device("cpu"))
-    prompts = [delta.format_prompt(tok, f"{a}+{2 * a + 1}=?", "") for a in range(10, 26)] + ["Q: 1+1=?\nA: 2+2"]
+    args = Args(max_new_tokens=24, group_size=4, vllm=True)
+    cpu = torch.device("cpu")
+    vl = delta.make_sampler(args, model, tok, tiny, delta.DDP(1, cpu), 0, 1, cpu)
+    hf = delta.make_sampler(dataclasses.replace(args, vllm=False), model, tok, tiny, delta.DDP(1, cpu), 0, 1, cpu)
+    prompts = [delta.prompt_text(tok, f"{a}+{2 * a + 1}=?") for a in range(10, 26)] + ["Q: 1+1=?\nA: 2+2"]
     for _ in range(2):  # before and after the weights change
-        hf = delta.generate(model, tok, prompts, 24, 0.0)
-        vl = delta.vllm_generate(engine, model, tok, prompts, args, temperature=0.0, n=1)
+        a, b = delta.sample(hf, prompts, 0.0), delta.sample(vl, prompts, 0.0)
         for k in ("input_ids", "attention_mask", "response_mask", "truncated"):
-            assert torch.equal(hf[k], vl[k]), k
+            assert torch.equal(a[k], b[k]), k
         with torch.no_grad():
             for p in model.parameters():
                 p.add_(torch.randn_like(p) * 0.1)
-    batch = delta.vllm_generate(engine, model, tok, [p for p in prompts[:4] for _ in range(4)], args, seed=3)
+    batch = delta.sample(vl, prompts[:4], 1.0, n=4, seed=3)
     assert batch["input_ids"].shape[0] == 16
-    logp, _ = delta.response_logprobs(model, batch["input_ids"], batch["attention_mask"], batch["response_mask"].shape[1], 1.0)
+    logp = delta.response_logprobs(model, batch["input_ids"], batch["attention_mask"], batch["response_mask"].shape[1], 1.0)[0]
     mask = batch["response_mask"]
-    assert ((batch["vllm_logp"] - logp).abs() * mask).sum() / mask.sum() < 1e-4
-    again = delta.vllm_generate(engine, model, tok, [p for p in prompts[:4] for _ in range(4)], args, seed=3)
+    assert ((batch["sampler_logp"] - logp).abs() * mask).sum() / mask.sum() < 1e-4
+    again = delta.sample(vl, prompts[:4], 1.0, n=4, seed=3)
     assert torch.equal(again["input_ids"], batch["input_ids"])  # a seeded request samples the same again
 
 
@@ -977,7 +1154,8 @@ def test_vllm_without_vllm_is_refused_with_the_install_command(tmp_path, monkeyp
     if HAS_VLLM:
         monkeypatch.setitem(sys.modules, "vllm", None)  # import vllm now raises ImportError
     with pytest.raises(delta.ArgumentError, match="requirements-vllm.txt"):
-        delta.require_vllm()
+        delta.validate_args(Args(vllm=True))
+    assert "engines" not in sys.modules or HAS_VLLM  # delta.py alone: engines.py only with --fsdp or --vllm
 
 
 # ------------------------------------------------------------------------------------- memory estimator
@@ -989,15 +1167,15 @@ def test_memory_estimator_matches_the_tiny_models_tensors(tiny):
     from transformers import GenerationConfig
 
     cfg = json.load(open(os.path.join(tiny, "config.json")))
-    model, tok, batch, adv, packed, args, plans = fixed_rollout(tiny, n_prompts=4, G=4)
+    run, batch, adv, packed, plans = fixed_rollout(tiny, n_prompts=4, G=4)
+    model, args = run.model, run.args
     world, responses = 1, 16
     args.prompts_per_step, args.group_size = 4, 4
     n_side = packed[0].shape[0]
     est, _ = memory.estimate(cfg, args, world, False, "packed", n_side / responses, gpu=False)
     assert est["weights (fp32)"][1] == sum(p.numel() * 4 for p in model.parameters())
-    opt = torch.optim.AdamW(model.parameters())
-    delta.train_on_rollout(model, opt, batch, adv, None, plans, args, 1)
-    state = sum(t.numel() * t.element_size() for st in opt.state.values() for k, t in st.items() if k != "step")
+    delta.update(run, batch, adv, None, plans)  # AdamW
+    state = sum(t.numel() * t.element_size() for st in run.optimizer.state.values() for k, t in st.items() if k != "step")
     assert est["AdamW state (fp32 exp_avg, exp_avg_sq)"][1] == state
     assert est["DelTA features v"][1] == packed[0].numel() * packed[0].element_size()  # [n, H] fp32 on CPU
     padded, _ = memory.estimate(cfg, args, world, False, "padded-fp32", 0, gpu=False)
@@ -1033,56 +1211,77 @@ def test_memory_estimator_matches_the_tiny_models_tensors(tiny):
 
 def test_offloaded_features_give_the_same_coefficients(tiny):
     """--offload_features: the packed features in (pinned) CPU memory, streamed to the device in chunks."""
-    model, _, batch, adv, packed, args, plans = fixed_rollout(tiny)
-    mask = batch["response_mask"]
-    lam = delta.coefficients(packed, mask, args, {})
-    offload = dataclasses.replace(args, offload_features=True, feature_chunk_tokens=7)
-    _, _, moved = delta.score(model, batch, adv, plans, offload, features=True)
+    run, batch, adv, packed, plans = fixed_rollout(tiny)
+    lam = lam_of(run, batch, adv, packed)
+    run.args = dataclasses.replace(run.args, offload_features=True, feature_chunk_tokens=7)
+    _, _, moved = delta.score(run, batch, adv, plans, True)
     assert moved[0].device.type == "cpu" and torch.equal(moved[0], packed[0])
-    assert torch.allclose(delta.coefficients(moved, mask, offload, {}), lam, atol=1e-6)
+    assert torch.allclose(lam_of(run, batch, adv, moved), lam, atol=1e-6)
 
 
-# ------------------------------------------------------------------------------------- lambda made visible
+# ------------------------------------------------------------------------------------- where lam goes (bench/rollouts.py)
+sys.path.insert(0, os.path.join(ROOT, "bench"))
+import rollouts  # noqa: E402
+
+
 def test_token_categories_of_the_embedded_tasks():
     text = "3+5=8, 8+9=18, 18+2=20. \\boxed{20}"  # 8 + 9 is 17: the second step is the first wrong one
-    cats = delta.token_categories(text, "3+5+9+2=?")
+    cats = rollouts.token_categories(text, "3+5+9+2=?")
     assert cats[:5] == ["restated", "format", "restated", "format", "result"]
     assert cats[text.index("18,"):text.index("18,") + 2] == ["first_wrong", "first_wrong"]
     assert cats[text.index("20."):text.index("20.") + 2] == ["result", "result"]  # only the first wrong step
     assert [cats[i] for i in range(text.index("{") + 1, text.index("}"))] == ["answer", "answer"]
     right = "3+5=8, 8+9=17, 17+2=19. \\boxed{19}"
-    assert "first_wrong" not in delta.token_categories(right, "3+5+9+2=?")
+    assert "first_wrong" not in rollouts.token_categories(right, "3+5+9+2=?")
     addition = "Let us add the two numbers. \\boxed{85}"
-    cats = delta.token_categories(addition, "47+38=?")
+    cats = rollouts.token_categories(addition, "47+38=?")
     assert set(cats[:addition.index("{") + 1]) == {"format"} and cats[-3:-1] == ["answer", "answer"]
+    filler = "3+5=8 qzt mow, 8+2=10 abc def. \\boxed{10}"
+    cats = rollouts.token_categories(filler, "3+5+2=?")
+    assert [cats[i] for i, c in enumerate(filler) if c.islower() and i < filler.index("\\")] == ["filler"] * 12
+    assert cats[filler.index("10 "):filler.index("10 ") + 2] == ["result", "result"]
 
 
-def test_category_stats_against_a_token_loop(tiny):
+def test_deciding_tokens_are_the_step_results_and_the_answer(tiny):
     _, tok = delta.load_model(tiny, torch.device("cpu"))
-    rows = delta.multistep_task(0, 8)[0][:8]
-    prompts = [delta.format_prompt(tok, r["question"], "") for r in rows for _ in range(4)]
-    responses = [r["solution"].replace("1", "2") if j % 2 else r["solution"] for r in rows for j in range(4)]
-    batch = delta.pack(tok, prompts, responses, "cpu")
-    gen = torch.Generator().manual_seed(0)
-    adv, lam = torch.randn(32, generator=gen), torch.rand(batch["response_mask"].shape, generator=gen)
-    adv[::5] = 0
-    got = delta.category_stats(tok, batch, rows, adv, lam, Args(group_size=4), 1)
-    P, mask, want = batch["prompt_len"], batch["response_mask"], {}
-    for i in range(32):
+    text = "3+5=8 qzt mow, 8+9=18 abc def. \\boxed{18}"
+    batch = delta.pack(tok, ["Q: 3+5+9=?"], [text], "cpu")
+    got = delta.deciding_tokens(tok, batch)[0]
+    cats = rollouts.token_categories(text, "3+5+9=?") + ["eos"]
+    assert got.tolist() == [c in ("result", "first_wrong", "answer") for c in cats]
+
+
+def dumped_rollout(tiny, tmp_path, algo="delta"):
+    run, batch, adv, packed, plans = fixed_rollout(tiny, algo=algo, output_dir=str(tmp_path), run_name="t")
+    lam = lam_of(run, batch, adv, packed) if algo == "delta" else None
+    delta.dump_rollout(run, dict(batch=batch, adv=adv, features=packed, rows=run.rows), lam, 3)
+    return run, batch, adv, packed, lam, torch.load(tmp_path / "rollout-3.pt", weights_only=False)
+
+
+def test_category_stats_against_a_token_loop(tiny, tmp_path):
+    run, batch, adv, packed, lam, dump = dumped_rollout(tiny, tmp_path)
+    got = rollouts.category_stats(run.tok, dump)
+    v = torch.zeros(batch["response_mask"].shape + (packed[0].shape[1],))
+    v.view(-1, v.shape[-1])[packed[2]] = packed[0]
+    want, P = {}, batch["prompt_len"]
+    for i in range(len(adv)):
         if adv[i] != 0:
-            text = responses[i]
-            cats = delta.token_categories(text, rows[i // 4]["question"]) + ["eos"]  # one character a token
-            for t in range(int(mask[i].sum())):
-                want.setdefault(f"lam/{cats[t]}/{'pos' if adv[i] > 0 else 'neg'}", []).append(float(lam[i, t]))
-    assert got.keys() == want.keys() and "lam/first_wrong/pos" in got
-    assert all(got[k] == pytest.approx(sum(v) / len(v)) for k, v in want.items())
+            text = delta.decode_responses(run.tok, {k: x[i:i + 1] if torch.is_tensor(x) else x for k, x in batch.items()})[0]
+            cats = rollouts.token_categories(text, run.rows[i // 4]["question"]) + ["eos"]  # one character a token
+            for t in range(int(batch["response_mask"][i].sum())):
+                size = abs(float(adv[i])) * float(v[i, t].norm())
+                want.setdefault((cats[t], "pos" if adv[i] > 0 else "neg"), []).append((float(lam[i, t]), size))
+    for (c, side), items in want.items():
+        assert got[f"lam/{c}/{side}"] == pytest.approx(sum(x for x, _ in items) / len(items))
+        assert got[f"lamw/{c}/{side}"] == pytest.approx(sum(x * w for x, w in items) / sum(w for _, w in items))
+        total = sum(x * w for (cc, ss), its in want.items() if ss == side for x, w in its)
+        assert got[f"share/{c}/{side}"] == pytest.approx(sum(x * w for x, w in items) / total)
+    assert -1 <= got["rho_p/pos"] <= 1 and "rho_p/neg" in got
 
 
-def test_lambda_page_shows_every_token_with_its_weight(tiny):
-    model, tok, batch, adv, packed, args, plans = fixed_rollout(tiny)
-    lam = delta.coefficients(packed, batch["response_mask"], args, {})
-    texts = delta.decode_responses(tok, batch)
-    page = delta.lambda_page(tok, batch, adv, lam, texts, ["7"] * len(texts), 3, args, per_side=2)
+def test_lambda_page_shows_every_token_with_its_weight(tiny, tmp_path):
+    run, batch, adv, packed, lam, dump = dumped_rollout(tiny, tmp_path)
+    page = rollouts.lambda_page(run.tok, dump, per_side=2)
     pick = lambda rows: [rows[0], rows[-1]]  # two a side, spread over the batch: the first and the last
     shown = pick((adv > 0).nonzero().flatten().tolist()) + pick((adv < 0).nonzero().flatten().tolist())
     assert page.count("lam=") == sum(int(batch["response_mask"][i].sum()) for i in shown)
@@ -1101,7 +1300,7 @@ def test_report_to_tensorboard_logs_the_metrics(tmp_path):
     pytest.importorskip("torch.utils.tensorboard", reason="tensorboard is not installed (optional)")
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-    log, close, _ = delta.metrics_logger(Args(report_to="tensorboard", output_dir=str(tmp_path)), 0)
+    log, close = delta.metrics_logger(Args(report_to="tensorboard", output_dir=str(tmp_path)), 0)
     log({"step": 3, "reward/acc": 0.5, "eval/accuracy": 0.25})
     close()
     events = EventAccumulator(str(tmp_path / "tensorboard"))
@@ -1110,15 +1309,28 @@ def test_report_to_tensorboard_logs_the_metrics(tmp_path):
     assert json.loads(open(tmp_path / "metrics.jsonl").read())["eval/accuracy"] == 0.25
 
 
-def test_multistep_task_with_lambda_categories_and_pages(tmp_path):
+def test_filler_task_dumps_rollouts_that_bench_reads(tmp_path):
     out = str(tmp_path / "ms")
-    p = run_delta("--task", "multistep", "--output_dir", out, "--max_steps", "1", "--visualize_every", "1",
-                  "--sft_max_steps", "40", *FAST[:8], "--eval_size", "16", "--progress", "false")
+    p = run_delta("--task", "filler", "--output_dir", out, "--max_steps", "1", "--dump_rollouts_every", "1",
+                  "--sft_max_steps", "40", *FAST[:8], "--max_new_tokens", "120", "--eval_size", "16", "--progress", "false")
     assert p.returncode == 0, p.stderr[-3000:]
-    rows = [r for r in read_metrics(out) if "reward/mean" in r]
-    assert any(k.startswith("lam/restated/") for k in rows[0]) and any(k.startswith("lam/eos/") for k in rows[0])
-    page = open(os.path.join(out, "lambda-1.html")).read()
-    assert page.count("lam=") > 10 and ("A > 0" in page or "A < 0" in page)
-    train, held_out = delta.multistep_task(0, 16)
-    assert all(delta.token_categories(r["solution"], r["question"]).count("first_wrong") == 0 for r in train[:200])
+    page = tmp_path / "page.html"
+    rollouts.main([out, "--html", str(page), "--json", str(tmp_path / "stats.jsonl")])
+    stats = [json.loads(line) for line in open(tmp_path / "stats.jsonl")]
+    assert stats[0]["step"] == 1 and any(k.startswith("share/filler/") for k in stats[0])
+    assert page.read_text().count("lam=") > 10
+    train, held_out = delta.TASKS["filler"]["build"](0, 16)
+    assert len(train) + len(held_out) == 9 ** 3 + 9 ** 4 + 9 ** 5
+    assert all(rollouts.token_categories(r["solution"], r["question"]).count("first_wrong") == 0 for r in train[:200])
+    lengths = [len(r["solution"]) for r in train[:2000]]
+    assert min(lengths) >= 35 and sum(lengths) / len(lengths) > 70  # long-ish responses, many shared filler tokens
 
+
+def test_gpu_check_runs_on_cpu_with_the_tiny_config():
+    """bench/gpu_check.py's table, as a lent GPU would print it, from the tiny dimensions on CPU."""
+    import gpu_check
+
+    rows = dict((r[0], r[1]) for r in gpu_check.main(["--tiny"]))
+    for key in ("rollout tokens/s, HF generate", "seconds per RL step, dapo", "seconds per RL step, delta"):
+        assert float(rows[key].replace(",", "")) > 0, key
+    assert "rollout tokens/s, vLLM" in rows and "peak memory, GiB: measured / estimate" in rows

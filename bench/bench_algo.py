@@ -35,28 +35,29 @@ def main(argv):
 
     hf_logging.disable_progress_bar()
     train_rows, eval_rows = delta.load_task(args)
-    if args.model:
-        model, tok = delta.load_model(args.model, torch.device("cpu"))
-    else:
-        delta.build_tiny(os.path.join(args.output_dir, "tiny-init"), args.seed)
-        model, tok = delta.load_model(os.path.join(args.output_dir, "tiny-init"), torch.device("cpu"))
-        torch.manual_seed(args.seed)
-        delta.warm_start(model, model, tok, train_rows, eval_rows, args, 0, 1, log=lambda row: None)
+    source = args.model or os.path.join(args.output_dir, "tiny-init")
+    if not args.model:
+        delta.build_tiny(source, args.seed)
+    model, tok = delta.load_model(source, torch.device("cpu"))
+    torch.manual_seed(args.seed)
+    if not args.model:
+        delta.warm_start(delta.make_run(args, model, tok, source, train_rows=train_rows, eval_rows=eval_rows), print)
     torch.manual_seed(args.seed)
     runs = {}
     for algo in ("dapo", "delta"):
-        m = copy.deepcopy(model)
-        runs[algo] = dict(model=m, opt=torch.optim.AdamW(m.parameters(), lr=args.lr, weight_decay=args.weight_decay),
-                          args=dataclasses.replace(args, algo=algo), rng=torch.get_rng_state(), rows=[])
+        run = delta.make_run(dataclasses.replace(args, algo=algo), copy.deepcopy(model), tok, source,
+                             train_rows=train_rows, eval_rows=eval_rows)
+        run.rng, run.rows = torch.get_rng_state(), []
+        runs[algo] = run
     for step in range(steps):
         for algo in (("dapo", "delta") if step % 2 == 0 else ("delta", "dapo")):
             r = runs[algo]
-            torch.set_rng_state(r["rng"])
-            r["rows"].append(delta.rl_step(step, r["model"], r["model"], r["opt"], tok, train_rows, r["args"], 0, 1)[0])
-            r["rng"] = torch.get_rng_state()
+            torch.set_rng_state(r.rng)
+            r.rows.append(delta.rl_step(r, step))
+            r.rng = torch.get_rng_state()
     mean = {}
     for algo, r in runs.items():
-        rows = r["rows"][3:]
+        rows = r.rows[3:]
         mean[algo] = {k: sum(x[k] for x in rows) / len(rows) for k in PHASES + ("response/length", "reward/acc", "time/coefficients")}
         mean[algo]["step"] = sum(mean[algo][k] for k in PHASES)
     print(f"{'seconds per step':<18}{'dapo':>10}{'delta':>10}{'delta/dapo':>12}")

@@ -29,23 +29,24 @@ def main():
     path = os.path.join(args.output_dir, "tiny-init")
     delta.build_tiny(path, args.seed)
     model, tok = delta.load_model(path, torch.device("cpu"))
+    run = delta.make_run(args, model, tok, path, train_rows=train_rows, eval_rows=eval_rows)
     torch.manual_seed(args.seed)
-    delta.warm_start(model, model, tok, train_rows, eval_rows, args, 0, 1, log=lambda row: None)
+    delta.warm_start(run, print)
     print(f"{'step':>4}{'tokens':>8}{'side tokens':>13}{'padded fp32':>13}{'packed bf16':>13}{'max |dlam|':>12}{'mean |dlam|':>13}")
     for step in range(4):
-        rows = [train_rows[i] for i in delta.prompt_indices(step, len(train_rows), args, 0, 1)[0]]
-        prompts = [delta.format_prompt(tok, r["question"], args.instruction) for r in rows for _ in range(args.group_size)]
-        batch = delta.generate(model, tok, prompts, args.max_new_tokens, args.temperature)
+        rows = delta.step_prompts(run, step)[0]
+        batch = delta.sample(run.sampler, [delta.prompt_text(tok, r["question"], args.instruction) for r in rows],
+                             args.temperature, args.group_size)
         correct = torch.tensor(rewards.score_batch(delta.decode_responses(tok, batch),
                                                    [r["answer"] for r in rows for _ in range(args.group_size)]))
         adv = delta.group_advantages(correct, args.group_size)
         mask = batch["response_mask"]
-        plans = delta.micro_batches(batch, args, 1)
+        plans = delta.micro_batches(run, batch)
         lams = {}
         for dtype in ("fp32", "bf16"):
-            a = dataclasses.replace(args, feature_dtype=dtype)
-            _, _, packed = delta.score(model, batch, adv, plans, a, features=True)
-            lams[dtype] = delta.coefficients(packed, mask, a, {})
+            run.args = dataclasses.replace(args, feature_dtype=dtype)
+            batch["old_logp"], _, packed = delta.score(run, batch, adv, plans, True)
+            lams[dtype] = delta.delta_weights(run, dict(batch=batch, features=packed, stats={}))
             if dtype == "bf16":
                 packed_bytes = packed[0].numel() * packed[0].element_size()
                 side = packed[0].shape[0]

@@ -75,7 +75,7 @@ def main():
             model, tok = build(path, dims)
             engine = LLM(model=path, dtype="float32", max_model_len=2048, enforce_eager=True, seed=0)
             for new, n in RUNS:
-                prompts = [delta.format_prompt(tok, f"{a}+{a + 7}=?", "") for a in range(n)]
+                prompts = [delta.prompt_text(tok, f"{a}+{a + 7}=?") for a in range(n)]
                 hf_rate(model, tok, prompts[:8], 8), vllm_rate(engine, tok, prompts[:8], 8)  # warm-up
                 hf, vl = hf_rate(model, tok, prompts, new), vllm_rate(engine, tok, prompts, new)
                 print(f"{name:<16}{new:>11}{n:>9}{hf:>11.0f}{vl:>12.0f}{vl / hf:>9.2f}", flush=True)

@@ -1,0 +1,174 @@
+"""Where the token weights go, read from the rollouts that `delta.py --dump_rollouts_every N` saves.
+
+    python bench/rollouts.py runs/x/rollout-50.pt                 # per-category table of one rollout batch
+    python bench/rollouts.py runs/x/rollout-50.pt --html page.html  # the lambda page: tokens coloured by weight
+    python bench/rollouts.py runs/x --json stats.json              # every dump of a run, one row per step
+
+Token categories (the embedded tasks; one character a token): answer (inside the last box), restated (the
+numbers left of a step's `=`), result (a step's result), first_wrong (the result of the first wrong step),
+filler (the random words of --task filler), eos, format (the rest). Per category and side (pos: A > 0,
+neg: A < 0), over the tokens of non-zero-advantage responses:
+    lam     the mean weight (DAPO's weights are 1)
+    lamw    the mean weight, each token weighted by its share of the update at theta_old, |A| ||v|| (Eq. C,
+            v the token feature of Eq. D)
+    share   the category's share of its side's update, sum lam |A| ||v|| / the side's sum
+and per side the Spearman rank correlation of lam with the token's probability (rho_p).
+"""
+import argparse
+import glob
+import html
+import itertools
+import json
+import os
+import re
+import sys
+
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import delta  # noqa: E402
+
+CATEGORIES = ("format", "restated", "result", "first_wrong", "answer", "filler", "eos")
+
+
+def token_categories(text, question):
+    """The category of each character of an embedded task's response (see the module docstring)."""
+    cats = ["format"] * len(text)
+    box = text.rfind("\\boxed{")
+    end = text.find("}", box) if box >= 0 else -1
+    for j in range(box + 7, end if end >= 0 else len(text)) if box >= 0 else ():
+        cats[j] = "answer"
+    xs = [int(x) for x in re.findall(r"\d+", question)]
+    total, wrong_seen = xs[0] if xs else 0, False
+    steps = list(re.finditer(r"(\d+)\+(\d+)=(\d+)", text[:box] if box >= 0 else text))
+    for k, st in enumerate(steps):
+        for j in list(range(*st.span(1))) + list(range(*st.span(2))):
+            cats[j] = "restated"
+        total += xs[k + 1] if k + 1 < len(xs) else 0
+        wrong = int(st.group(3)) != total and not wrong_seen
+        wrong_seen |= wrong
+        for j in range(*st.span(3)):
+            cats[j] = "first_wrong" if wrong else "result"
+    start = steps[0].end() if steps else len(text)
+    for m in re.finditer(r"[a-z]+", text[start:box if box >= 0 else len(text)]):
+        cats[start + m.start():start + m.end()] = ["filler"] * (m.end() - m.start())
+    return cats
+
+
+def token_category_ids(tok, batch, questions):
+    """[N, R] the index in CATEGORIES of every response token, -1 at padding (one question per response)."""
+    P, mask = batch["prompt_len"], batch["response_mask"]
+    cat = torch.full(mask.shape, -1, dtype=torch.long)
+    for i, question in enumerate(questions):
+        ids = batch["input_ids"][i, P:P + int(mask[i].sum())].tolist()
+        pieces = tok.batch_decode([[t] for t in ids])
+        cats = token_categories("".join(pieces), question)
+        starts = [0] + list(itertools.accumulate(map(len, pieces)))[:-1]  # the first character of each token
+        cat[i, :len(ids)] = torch.tensor([CATEGORIES.index("eos" if t == tok.eos_token_id else cats[s] if s < len(cats)
+                                                           else "format") for t, s in zip(ids, starts)])
+    return cat
+
+
+def rank(x):  # ranks 0..n-1, ties broken by position (continuous values)
+    r = torch.empty_like(x)
+    r[x.argsort()] = torch.arange(len(x), dtype=x.dtype)
+    return r
+
+
+def category_stats(tok, dump):
+    """lam/lamw/share per category and side, and rho_p per side, of one dumped rollout (see above)."""
+    batch, adv, G = dump["batch"], dump["adv"].cpu(), dump["args"]["group_size"]
+    mask = batch["response_mask"].cpu()
+    cat = token_category_ids(tok, {k: (v.cpu() if torch.is_tensor(v) else v) for k, v in batch.items()},
+                             [q for q in dump["questions"] for _ in range(G)])
+    lam = (mask.double() if dump["lam"] is None else dump["lam"].cpu().double()) * mask  # [N, R]
+    size = adv.abs().double()[:, None] * dump["v_norm"].cpu().double()  # [N, R] |A| ||v||
+    out = {}
+    for k, label in enumerate(("pos", "neg")):
+        side = (adv > 0 if k == 0 else adv < 0)[:, None] & mask  # [N, R]
+        total = (lam * size)[side].sum()
+        for c, name in enumerate(CATEGORIES):
+            sel = side & (cat == c)
+            if sel.any():
+                out[f"lam/{name}/{label}"] = float(lam[sel].mean())
+                if size[sel].sum() > 0:
+                    out[f"lamw/{name}/{label}"] = float((lam * size)[sel].sum() / size[sel].sum())
+                    out[f"share/{name}/{label}"] = float((lam * size)[sel].sum() / total)
+        p = batch["old_logp"].cpu().double().exp()[side]
+        if dump["lam"] is not None and side.sum() > 2:
+            out[f"rho_p/{label}"] = float(torch.corrcoef(torch.stack([rank(lam[side]), rank(p)]))[0, 1])
+    return out
+
+
+def lambda_page(tok, dump, per_side=6):
+    """A self-contained HTML page: sampled responses of both sides, each token coloured by its weight (red
+    above 1, blue below; the value on hover), with the advantage and the reference answer."""
+    batch, adv, args = dump["batch"], dump["adv"].cpu(), dump["args"]
+    P, mask = batch["prompt_len"], batch["response_mask"].cpu()
+    weight = dump["lam"].cpu() if dump["lam"] is not None else mask.float()
+    spread = max(1e-6, float((weight[mask] - 1).abs().max())) if mask.any() else 1.0
+    what = "DelTA coefficients lam" if args["algo"] == "delta" else f"token weights of {args['algo']}"
+    parts = [f"<!doctype html><meta charset='utf-8'><title>lambda, step {dump['step']}</title><style>body{{font:14px "
+             f"monospace;max-width:70em;margin:2em auto}} span{{white-space:pre-wrap}} .r{{margin:1em 0;padding:.5em;"
+             f"border:1px solid #ccc}}</style><h2>{html.escape(args['run_name'])}: token weights at step {dump['step']}"
+             f"</h2><p>{what}: red above 1, blue below 1, full colour at |lam - 1| = {spread:.3f}. Hover a token for "
+             f"its value.</p>"]
+    spread_out = lambda ix: ix[torch.linspace(0, len(ix) - 1, min(per_side, len(ix))).long()] if len(ix) else ix
+    for label, picked in (("correct side (A > 0)", spread_out((adv > 0).nonzero().flatten())),  # from many groups
+                          ("incorrect side (A < 0)", spread_out((adv < 0).nonzero().flatten()))):
+        parts.append(f"<h3>{label}</h3>")
+        for i in picked.tolist():
+            ids = batch["input_ids"][i].cpu()
+            prompt = tok.decode(ids[:P][batch["attention_mask"][i, :P].cpu()], skip_special_tokens=True)
+            spans = []
+            for t, tid in enumerate(ids[P:P + int(mask[i].sum())].tolist()):
+                w = float(weight[i, t])
+                x = max(-1.0, min(1.0, (w - 1) / spread))
+                colour = f"rgba(220,40,40,{x:.2f})" if x > 0 else f"rgba(40,90,220,{-x:.2f})"
+                piece = tok.decode([tid]) or "\u2205"
+                spans.append(f"<span style='background:{colour}' title='{html.escape(repr(piece))} lam={w:.4f}'>"
+                             f"{html.escape(piece)}</span>")
+            gold = html.escape(str(dump["golds"][i // args["group_size"]]))
+            parts.append(f"<div class='r'><b>A = {float(adv[i]):+.3f}</b>, reference {gold}<br><i>"
+                         f"{html.escape(prompt)}</i><br>{''.join(spans)}</div>")
+    return "\n".join(parts)
+
+
+def load(path):
+    dump = torch.load(path, weights_only=False, map_location="cpu")
+    a = dump["args"]
+    tok = delta.load_tokenizer(a["model"] or os.path.join(a["output_dir"], "tiny-init"))
+    return tok, dump
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("path", help="a rollout-<step>.pt file, or a run folder holding them")
+    p.add_argument("--html", default="", help="write the lambda page of the (first) dump here")
+    p.add_argument("--json", default="", help="write one row of statistics per dump here")
+    args = p.parse_args(argv)
+    paths = [args.path] if os.path.isfile(args.path) else sorted(
+        glob.glob(os.path.join(args.path, "rollout-*.pt")), key=lambda f: int(re.findall(r"\d+", f)[-1]))
+    if not paths:
+        sys.exit(f"rollouts.py: no rollout-<step>.pt in {args.path} (run delta.py with --dump_rollouts_every N)")
+    rows = []
+    for i, path in enumerate(paths):
+        tok, dump = load(path)
+        rows.append(dict(step=dump["step"], **category_stats(tok, dump)))
+        if args.html and i == 0:
+            with open(args.html, "w") as f:
+                f.write(lambda_page(tok, dump))
+    if args.json:
+        with open(args.json, "w") as f:
+            f.writelines(json.dumps(r) + "\n" for r in rows)
+    last = rows[-1]
+    print(f"step {last['step']}: | category | lam + | lam - | lamw + | lamw - | share + | share - |")
+    for name in CATEGORIES:
+        cells = [last.get(f"{k}/{name}/{s}") for k in ("lam", "lamw", "share") for s in ("pos", "neg")]
+        if any(c is not None for c in cells):
+            print(f"| {name} | " + " | ".join("-" if c is None else f"{c:.3f}" for c in cells) + " |")
+    print("rho(lam, p):", {k: round(v, 3) for k, v in last.items() if k.startswith("rho_p")})
+
+
+if __name__ == "__main__":
+    main()
