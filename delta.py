@@ -969,8 +969,8 @@ def enable_checkpointing(model):  # non-reentrant, which works under DDP and FSD
 
 def load_task(args):
     """Training and held-out rows: the embedded task, or a local file or hub dataset."""
-    if not args.dataset:
-        return TASKS[args.task]["build"](args.seed, args.eval_size)
+    if not args.dataset:  # one fixed split for every seed: the held-out set never changes
+        return TASKS[args.task]["build"](0, args.eval_size)
     train_rows = load_rows(args.dataset, args.dataset_split, args.prompt_key, args.answer_key)
     if args.eval_dataset:
         return train_rows, load_rows(args.eval_dataset, "test", args.prompt_key, args.answer_key)[:args.eval_size]

@@ -54,7 +54,7 @@ MATH_CASES = [  # (response, gold, expected verdict)
     (B("\\begin{bmatrix}1 & 2 \\\\ 3 & 4\\end{bmatrix}"), "\\begin{pmatrix}1&2\\\\3&5\\end{pmatrix}", 0),
     (B("\\begin{pmatrix}0.5\\\\ 1\\end{pmatrix}"), "\\begin{pmatrix}\\frac12\\\\1\\end{pmatrix}", 1),
     # extraction: last box, think, missing / empty / unclosed box, fbox, \boxed x
-    ("\\boxed{1} then \\boxed{2}", "2", 1), ("\\boxed{1} then \\boxed{2}", "1", 0), ("\\boxed{1}, \\boxed{2}", "1, 2", 0),
+    ("\\boxed{1} then \\boxed{2}", "2", 1), ("\\boxed{1} then \\boxed{2}", "1", 0), ("\\boxed{1}, \\boxed{2}", "1, 2", 1),
     ("<think>\\boxed{7}</think> The answer is \\boxed{8}", "8", 1), ("<think>\\boxed{8}</think> The answer is 7", "8", 0),
     ("The answer is 42.", "42", 0), ("\\boxed{}", "42", 0), ("\\boxed{42", "42", 0), ("\\fbox{42}", "42", 1),
     ("so \\boxed 42.", "42", 1), ("\\boxed{\\frac{1}{2}}", "\\frac{1}{2}", 1), ("$\\boxed{\\{1, 2\\}}$", "\\{1,2\\}", 1),
@@ -82,7 +82,7 @@ CLASSES = {
         ("\\sqrt{10^{12}}", "10^{6}", 1), ("0", "e^{-30}", 0), ("\\frac{104348}{33215}", "\\pi", 0),
         ("\\frac{665857}{470832}", "\\sqrt{2}", 0), ("3.14159265358979", "\\pi", 1), ("3.14", "\\pi", 0),
         ("3.1415926535897932", "\\pi", 1), ("1.4142135623731", "\\sqrt{2}", 1), ("1.41421", "\\sqrt{2}", 0),
-        ("0.333333333333", "\\frac{1}{3}", 0), ("0.142857142857", "\\frac{1}{7}", 0), ("0.1000000000001", "0.1", 0),
+        ("0.333333333333", "\\frac{1}{3}", 1), ("0.142857142857", "\\frac{1}{7}", 1), ("0.1000000000001", "0.1", 0),
         ("2.7182818284590452", "e", 1), ("0.6931471805599453", "\\ln 2", 1), ("0.6931471", "\\ln 2", 0),
         ("1.8446744073709552\\times10^{19}", "2^{64}", 0), ("2^{10}", "1024", 1), ("7^{20}-1", "7^{20}", 0),
     ],
@@ -166,6 +166,39 @@ CLASSES = {
         ("30°", "30", 1), ("\\$32", "32", 1), ("\\text{YES}", "Yes", 1), ("\\sqrt{242}", "11\\sqrt2", 1),
     ],
 }
+CLASSES.update({  # the classes of an outside evaluation against other graders' suites (issue 15), our own cases
+    "several boxes are one answer when the gold has several parts": [
+        ("-2} \\text{ and } \\boxed{1", "-2, 1", 1), ("1},\\boxed{2},\\boxed{3", "1, 2, 3", 1),
+        ("(2, 2)} \\quad\\text{and}\\quad \\boxed{(6, 2)", "(2, 2), (6, 2)", 1), ("3} or \\boxed{-3", "\\pm 3", 1),
+        ("1},\\boxed{2},\\boxed{3", "1, 2", 0), ("1}, \\boxed{2", "1, 2, 3", 0), ("5} or \\boxed{6} or \\boxed{7", "6", 0),
+        ("x=2} \\text{ and } \\boxed{x=5", "2, 5", 1), ("2} \\text{ for part (a) and } \\boxed{9", "2, 9", 1),
+        ("4} and \\boxed{4", "4, 5", 0),
+    ],
+    "a left-hand side that names the answer": [
+        ("(3,2)", "(p,q)=(3,2)", 1), ("(p,q)=(3,2)", "(3,2)", 1), ("11:21", "V_{1}:V_{2}=11:21", 1), ("1", "|AB|=1", 1),
+        ("\\frac{1}{\\sqrt6}", "\\frac{NO}{BO}=\\frac{1}{\\sqrt6}", 1), ("|AB| = 2", "1", 0), ("(p,q)=(2,3)", "(3,2)", 0),
+        ("11:20", "V_1:V_2=11:21", 0), ("S_{ABC}=12", "12", 1), ("x + y = 1", "1", 0),
+    ],
+    "inequalities written the other way round": [
+        ("5 \\geq x", "x \\leq 5", 1), ("-x > -1", "x < 1", 1), ("5 \\leq x", "x \\geq 5", 1), ("3 < x", "x > 3", 1),
+        ("5 \\geq x", "x \\geq 5", 0), ("-x > -1", "x > 1", 0), ("2x \\le 8", "x \\le 4", 1), ("x > 3", "x \\ge 3", 0),
+    ],
+    "undefined values equal nothing": [
+        ("1:00", "12:00", 0), ("\\frac{1}{0}", "\\frac{5}{0}", 0), ("\\frac{0}{0}", "\\frac{1}{0}", 0),
+        ("\\frac{2}{0}", "0", 0), ("1/0", "\\infty", 0), ("\\frac{1}{0}", "1", 0), ("12:00", "1:00", 0),
+    ],
+    "notation": [
+        ("28 percent", "28\\%", 1), ("28 pct", "28\\%", 1), ("28\\%", "28 percent", 1), ("125\\textnormal{ miles}", "125", 1),
+        ("(0;0;0)", "(0,0,0)", 1), ("(11,7)or(7,11)", "(7,11), (11,7)", 1), ("\\frac3{3}", "1", 1),
+        ("{-2021, 2021}", "\\pm 2021", 1), ("[3,4]\\cup[1,2]", "[1,2]\\cup[3,4]", 1), ("29 percent", "28\\%", 0),
+        ("(0;0;1)", "(0,0,0)", 0), ("\\frac3{4}", "1", 0), ("{-2021, 2022}", "\\pm 2021", 0),
+    ],
+    "conventions decided (README)": [
+        ("x = 5+5+1 = 11", "11", 1), ("32, 349", "32349", 0), ("32,349", "32349", 1), ("0.333333333333", "\\frac{1}{3}", 1),
+        ("0.3333333", "\\frac13", 0), ("1.4142135623730951", "\\sqrt2", 1), ("3.33333333", "\\frac{10}{3}", 1),
+        ("10, 4, -2", "4, 10, -2", 1), ("1.8446744073709552\\times10^{19}", "2^{64}", 0), ("0.0833333", "\\frac{1}{12}", 0),
+    ],
+})
 CLASS_CASES = [(Q(p), g, e, name) for name, rows in CLASSES.items() for p, g, e in rows]
 
 
@@ -186,6 +219,32 @@ def test_failure_classes():
     assert not wrong, f"{len(wrong)} wrong verdicts: {wrong}"
 
 
+def test_what_plain_math_verify_proves_equal_is_accepted_unless_a_veto_names_it():
+    """The composition: math-verify's verdict is the base; a pair it proves equal (its own call, the gold as
+    given against the boxed answer) is accepted unless one of the named vetoes applies."""
+    import logging
+
+    from math_verify import parse, verify
+    logging.disable(logging.WARNING)
+    cases = [(r, g) for r, g, _ in MATH_CASES] + [(r, g) for r, g, _, _ in CLASS_CASES]
+    got = score_batch([r for r, _ in cases], [g for _, g in cases])
+    checked = vetoed = 0
+    for (response, gold), verdict in zip(cases, got):
+        answers = rewards.final_answers(response)
+        if len(answers) != 1:
+            continue
+        try:
+            proved = verify(parse(str(gold)), parse("\\boxed{" + answers[0] + "}"))
+        except Exception:
+            continue
+        if proved:
+            checked += 1
+            veto = rewards._veto(answers[0], rewards._gold_text(gold))
+            vetoed += veto
+            assert verdict == 1.0 or veto, (answers[0], gold)
+    assert checked > 60 and vetoed >= 5, (checked, vetoed)  # both branches are exercised
+
+
 def test_only_the_text_after_the_last_think_counts():
     assert math_reward("<think>so \\boxed{42}</think>The answer is 42.", "42") == 0.0  # the box is inside think
     assert math_reward("<think>\\boxed{41}</think>\\boxed{42}", "42") == 1.0
@@ -200,6 +259,11 @@ def test_math_reward_single_call_and_extract_answer():
     assert extract_answer("no box") is None and extract_answer("\\boxed{ }") is None
 
 
+NESTED_300 = "1"
+for _ in range(300):
+    NESTED_300 = "\\frac{1}{1+" + NESTED_300 + "}"
+
+
 @pytest.mark.parametrize("response,gold", [
     (B("2^{2^{2^{2^{2^{2^{2}}}}}}"), "3"),  # power tower
     (B("9^{9^{9^{9^{9}}}}"), "9^{9^{9^{9^{9}}}}+1"),
@@ -207,11 +271,14 @@ def test_math_reward_single_call_and_extract_answer():
     (B("1+" * 30000 + "1"), "30001"),  # a 100 kB answer
     ("x" * 100_000 + "\\boxed{" * 2000, "1"),  # 100 kB of junk with unclosed boxes
     (B("__import__('os').system('touch /tmp/pwned_by_math')"), "0"),  # model text is never executed
+    (B(NESTED_300), "1"), (B(NESTED_300), NESTED_300),  # a 300-level nested fraction, against itself too
+    (B("x^{" * 21 + "2" + "}" * 21), "1"), (B("9^" * 20 + "9"), "9"), (B("\\sqrt{" * 20 + "2" + "}" * 20), "2"),
 ])
 def test_adversarial_math_returns_quickly_and_never_raises(response, gold):
-    t = time.monotonic()
-    assert score_batch([response], [gold], timeout=3.0)[0] in (0.0, 1.0)
-    assert time.monotonic() - t < 3.0 + 20  # the item's limit plus a margin for a loaded machine
+    """Every call ends within the 5 s of MATH_TIMEOUT by itself (no item hits the deadline)."""
+    stats, t = {}, time.monotonic()
+    assert score_batch([response], [gold], stats=stats)[0] in (0.0, 1.0)
+    assert stats["timeouts"] == 0 and time.monotonic() - t < rewards.MATH_TIMEOUT + 10  # + a loaded machine's margin
     assert not os.path.exists("/tmp/pwned_by_math")
 
 
@@ -233,7 +300,7 @@ def test_score_batch_works_from_a_thread():
 
 def test_gold_content_is_kept():
     assert rewards._gold_text(0) == "0" and rewards._gold_text(10**30) == str(10**30)
-    assert rewards._gold_text("The answer is \\boxed{5} apples") == "The answer is \\boxed{5} apples"
+    assert rewards._gold_text("The answer is \\boxed{5} apples") == "5"  # a gold with boxes: its final answer
     assert rewards._gold_text("$\\boxed{\\frac{1}{2}}$") == "\\frac{1}{2}"
     assert math_reward(B("0"), 0) == 1.0
 

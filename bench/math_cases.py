@@ -10,7 +10,10 @@ CASES = [dict(cls, response, gold, expected, debatable, note), ...]
 Grading rule assumed for extraction: only the text after the last </think> is graded (the whole
 response if there is no </think>); the final answer is the last \boxed{...} in that text.
 Exact values are compared exactly; a numeric tolerance applies only when one side is an irrational
-(non-rational) finite number and the other is a decimal approximation of it with many digits.
+(non-rational) finite number and the other is a decimal approximation of it with many digits. Four
+12-digit decimals of fractions (1/3, 1/7, 22/7, 2/3) were marked debatable when the verifier adopted, for
+the outside suites, the rule that a decimal of 8 or more significant digits within one unit of its last
+digit of a value no decimal writes counts as that value.
 """
 from math import comb, factorial
 
@@ -96,10 +99,10 @@ c("A", r"0", r"10^{-15}", 0, "0 vs tiny gold")
 c("A", r"10^{-13}", r"10^{-12}", 0, "tiny vs tiny, different")
 c("A", r"2^{-51}", r"2^{-50}", 0, "tiny powers of two")
 c("A", r"10^{-12}", r"\frac{1}{10^{12}}", 1, "same tiny value, two spellings")
-c("A", r"0.333333333333", r"\frac{1}{3}", 0, "12-digit truncation of a rational")
-c("A", r"0.142857142857", r"\frac{1}{7}", 0, "12-digit truncation of 1/7")
-c("A", r"3.142857142857", r"\frac{22}{7}", 0, "rational 22/7 truncated")
-c("A", r"0.666666666667", r"\frac{2}{3}", 0, "rounded 2/3")
+c("A", r"0.333333333333", r"\frac{1}{3}", 0, "12-digit truncation of a rational", debatable=True)
+c("A", r"0.142857142857", r"\frac{1}{7}", 0, "12-digit truncation of 1/7", debatable=True)
+c("A", r"3.142857142857", r"\frac{22}{7}", 0, "rational 22/7 truncated", debatable=True)
+c("A", r"0.666666666667", r"\frac{2}{3}", 0, "rounded 2/3", debatable=True)
 c("A", r"0.123456789013", r"0.123456789012", 0, "decimals differing in 12th digit")
 c("A", r"\frac{1}{1000000000000}", r"\frac{1}{999999999999}", 0, "close rationals")
 c("A", r"1", r"\frac{10^{12}}{10^{12}+1}", 0, "rational close to 1")

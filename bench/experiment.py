@@ -1,0 +1,158 @@
+"""The controlled test of "DelTA beats DAPO" (docs/experiment.md holds the rule fixed before the runs).
+
+    python bench/experiment.py --arms dapo,oracle --seeds 0-5        # stage 1: the positive control
+    python bench/experiment.py --arms delta,lam_top,lam_bottom --seeds 0-5
+    python bench/experiment.py --report                               # the tables of docs/experiment.md
+
+Every run trains on the embedded `filler` task (SETTINGS below, the same for every arm) from the warm
+start of its seed, which is made once (`delta.py --warm_start_only`) and shared by the arms, so that the
+arms of a seed start from the same model and sample the same first rollout: they are compared in pairs.
+Runs go to runs/experiment/<arm>/s<seed>/, two at a time (one thread each); a finished run is kept and
+not run again, and the wall time of every invocation is added to runs/experiment/wall_time.json.
+The report: per arm and pair, the primary metric (the area under the curve of sampled held-out accuracy:
+the trapezoid mean over steps 0..80 of eval/sampled_accuracy, 4 samples of each of 256 held-out problems
+at temperature 1), the secondary metrics, the paired differences with t intervals, and where the update
+goes per token category (bench/rollouts.py over the rollouts dumped every 20 steps).
+"""
+import argparse
+import glob
+import json
+import math
+import os
+import shutil
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SETTINGS = ["--task", "filler", "--prompts_per_step", "16", "--group_size", "8", "--mini_batch_prompts", "8",
+            "--lr", "5e-5", "--max_steps", "80", "--eval_every", "10", "--eval_samples", "4", "--eval_size", "256",
+            "--max_new_tokens", "128", "--save_every", "0", "--dump_rollouts_every", "20", "--progress", "false"]
+ARMS = ("dapo", "oracle", "delta", "lam_top", "lam_bottom")
+T975 = [12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145, 2.131,
+        2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042]
+
+
+def run_all(jobs, out, parallel=2):
+    """Run `delta.py argv` for every (folder, argv) without a finished run, `parallel` at a time."""
+    pending = [(d, a) for d, a in jobs if not os.path.exists(os.path.join(d, "final"))]
+    running, started = [], time.time()
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONWARNINGS="ignore")
+    while pending or running:
+        for job in list(pending):
+            if len(running) >= parallel:
+                break
+            d, argv = job
+            needs = argv[argv.index("--model") + 1] if "--model" in argv else None
+            if needs and not os.path.exists(needs):  # its warm start has not finished
+                continue
+            pending.remove(job)
+            shutil.rmtree(d, ignore_errors=True)  # an unfinished run starts over
+            os.makedirs(d)
+            log = open(os.path.join(d, "stderr.log"), "w")
+            running.append((d, subprocess.Popen([sys.executable, "delta.py", "--output_dir", d, *argv], cwd=ROOT, env=env,
+                                                stdout=subprocess.DEVNULL, stderr=log), log))
+            print(f"[{time.time() - started:6.0f} s] start {d}", flush=True)
+        if pending and not running:
+            raise RuntimeError(f"{pending[0][0]} waits for a warm start that no run makes")
+        time.sleep(2)
+        for item in list(running):
+            d, proc, log = item
+            if proc.poll() is not None:
+                log.close()
+                running.remove(item)
+                print(f"[{time.time() - started:6.0f} s] {'done' if proc.returncode == 0 else 'FAILED, see ' + d} {d}",
+                      flush=True)
+    clock = os.path.join(out, "wall_time.json")
+    total = (json.load(open(clock))["seconds"] if os.path.exists(clock) else 0.0) + time.time() - started
+    with open(clock, "w") as f:
+        json.dump({"seconds": total, "note": "summed over every invocation of bench/experiment.py"}, f)
+
+
+def seeds(spec):
+    lo, _, hi = spec.partition("-")
+    return list(range(int(lo), int(hi or lo) + 1))
+
+
+def read(d):
+    return [json.loads(line) for line in open(os.path.join(d, "metrics.jsonl"))]
+
+
+def area(points):
+    """The trapezoid mean of a curve [(step, value)] over its steps."""
+    total = sum((s1 - s0) * (a0 + a1) / 2 for (s0, a0), (s1, a1) in zip(points, points[1:]))
+    return total / (points[-1][0] - points[0][0])
+
+
+def metrics(d):
+    rows = read(d)
+    curve = lambda key: [(r["step"], r[key]) for r in rows if key in r]
+    sampled, greedy = curve("eval/sampled_accuracy"), curve("eval/accuracy")
+    steps = [r for r in rows if "reward/acc" in r]
+    return {"auc_sampled": area(sampled), "final_sampled": sampled[-1][1], "auc_greedy": area(greedy),
+            "final_greedy": greedy[-1][1], "start_sampled": sampled[0][1],
+            "length": sum(r["response/length"] for r in steps[-10:]) / 10,
+            "entropy": sum(r["entropy"] for r in steps[-10:]) / 10,
+            "seconds": sum(r["time/generate"] + r["time/score"] + r["time/train"] for r in steps)}
+
+
+def mean_ci(xs):
+    n, m = len(xs), sum(xs) / len(xs)
+    if n < 2:
+        return m, float("nan"), float("nan")
+    sd = math.sqrt(sum((x - m) ** 2 for x in xs) / (n - 1))
+    return m, sd, T975[min(n - 2, len(T975) - 1)] * sd / math.sqrt(n)
+
+
+def report(out):
+    done = {arm: {int(d.rsplit("s", 1)[1]): metrics(d) for d in sorted(glob.glob(os.path.join(out, arm, "s*")))
+                  if os.path.exists(os.path.join(d, "final"))} for arm in ARMS}
+    lines = ["| arm | runs | start (sampled) | AUC sampled | final sampled | AUC greedy | final greedy | "
+             "length (last 10) | entropy (last 10) |", "|---" * 9 + "|"]
+    for arm, runs in done.items():
+        if runs:
+            col = lambda k: "{:.1f} ± {:.1f}".format(*[100 * x for x in mean_ci([r[k] for r in runs.values()])[::2]])
+            plain = lambda k: f"{sum(r[k] for r in runs.values()) / len(runs):.2f}"
+            lines.append(f"| {arm} | {len(runs)} | {col('start_sampled')} | {col('auc_sampled')} | {col('final_sampled')} "
+                         f"| {col('auc_greedy')} | {col('final_greedy')} | {plain('length')} | {plain('entropy')} |")
+    lines += ["", "Paired differences against DAPO (same seed), points: mean ± 95 % t interval, sd of the differences",
+              "", "| arm - dapo | pairs | AUC sampled (primary) | sd | final sampled | AUC greedy | per seed (AUC sampled) |",
+              "|---|---|---|---|---|---|---|"]
+    for arm in ARMS[1:]:
+        common = sorted(set(done[arm]) & set(done["dapo"]))
+        if len(common) >= 2:
+            d = {k: [100 * (done[arm][s][k] - done["dapo"][s][k]) for s in common]
+                 for k in ("auc_sampled", "final_sampled", "auc_greedy")}
+            m, sd, ci = mean_ci(d["auc_sampled"])
+            lines.append(f"| {arm} | {len(common)} | {m:+.2f} ± {ci:.2f} | {sd:.2f} | "
+                         "{:+.2f} ± {:.2f} | ".format(*mean_ci(d["final_sampled"])[::2]) +
+                         "{:+.2f} ± {:.2f} | ".format(*mean_ci(d["auc_greedy"])[::2]) +
+                         ", ".join(f"{x:+.1f}" for x in d["auc_sampled"]) + " |")
+    wall = os.path.join(out, "wall_time.json")
+    if os.path.exists(wall):
+        lines += ["", f"Wall time of every invocation, summed: {json.load(open(wall))['seconds'] / 60:.0f} min."]
+    return "\n".join(lines)
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--arms", default="dapo,oracle", help=f"comma list of {', '.join(ARMS)}")
+    p.add_argument("--seeds", default="0-5", help="a seed or a range lo-hi")
+    p.add_argument("--out", default=os.path.join(ROOT, "runs", "experiment"))
+    p.add_argument("--report", action="store_true", help="only print the tables of the finished runs")
+    args = p.parse_args()
+    if not args.report:
+        jobs = []
+        for s in seeds(args.seeds):
+            warm = os.path.join(args.out, "warm", f"s{s}")
+            jobs.append((warm, ["--warm_start_only", "--seed", str(s), *SETTINGS]))
+            jobs += [(os.path.join(args.out, arm, f"s{s}"), ["--algo", arm, "--seed", str(s), "--model",
+                                                              os.path.join(warm, "final"), *SETTINGS])
+                     for arm in args.arms.split(",")]
+        os.makedirs(args.out, exist_ok=True)
+        run_all(jobs, args.out)
+    print(report(args.out))
+
+
+if __name__ == "__main__":
+    main()
