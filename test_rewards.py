@@ -6,6 +6,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 
@@ -457,6 +458,18 @@ def leftover_processes(marker):
     return [line for line in out.splitlines() if marker in line and "ps -eo" not in line]
 
 
+def leftover_sandbox_processes():
+    """Processes of the sandbox's fresh uids, and any child of this process's zygote (it has none between
+    items)."""
+    out = subprocess.run(["ps", "-eo", "uid=,pid=,args="], capture_output=True, text=True).stdout
+    left = [line for line in out.splitlines() if int(line.split()[0]) >= 0x70000000]
+    z = getattr(rewards._ZYGOTES, "z", None)
+    if z is not None:
+        with open(f"/proc/{z[0].pid}/task/{z[0].pid}/children") as f:
+            left += f.read().split()
+    return left
+
+
 HOSTILE = {
     "infinite loop": "while True:\n    pass",
     "sleep": "import time\ntime.sleep(60)",
@@ -477,7 +490,7 @@ def test_hostile_code_scores_zero_within_timeout_and_leaves_nothing(name):
     assert time.monotonic() - t < 3 + 10  # the timeout plus a margin for a loaded machine
     time.sleep(0.2)
     assert leftover_processes("sleep 300") == [] and leftover_processes("rlvr-code-") == []
-    assert leftover_processes("-B driver.py") == []
+    assert leftover_sandbox_processes() == []
 
 
 def test_code_cannot_reach_the_network():
@@ -520,79 +533,256 @@ def test_code_runs_with_a_minimal_environment():
         del os.environ["RLVR_SECRET_TOKEN"]
 
 
-# What the sandboxed program sees of the host, probed from inside without changing anything: access()
-# and opening for writing (closed at once, nothing written) on harmless targets.
-PROBE = r'''
-import json, os, resource
+# ------------------------------------------------------------------------------------- the sandbox as root
+# The suite runs as root, as CI and most GPU containers do. Each attack runs through the public API; the host
+# is checked before and after: files, sockets, IPC objects, keys, processes, cgroups, disk.
+needs_root_ns = pytest.mark.skipif(os.geteuid() != 0 or shutil.which("unshare") is None,
+                                   reason="the root sandbox needs root and unshare")
+
+PROBE = r"""
+import ctypes, json, os, resource, socket, sys
+libc = ctypes.CDLL(None, use_errno=True)
 def can(path, flags):
     try:
         os.close(os.open(path, flags))
         return True
     except OSError:
         return False
-status = dict(line.split(":\t") for line in open("/proc/self/status").read().splitlines() if ":\t" in line)
-own_cgroup = [l.split(":", 2)[2] for l in open("/proc/self/cgroup").read().splitlines() if ":pids:" in l]
-try:
-    resource.setrlimit(resource.RLIMIT_NPROC, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
-    nproc_raised = True
-except (ValueError, OSError):
-    nproc_raised = False
-try:
-    os.mknod("/dev/rlvr-probe-node")
-    made_node = True
-except OSError:
-    made_node = False
+def fails(fn):
+    try:
+        fn()
+        return False
+    except Exception:
+        return True
+status = dict(l.split(":\t") for l in open("/proc/self/status").read().splitlines() if ":\t" in l)
+def connect(path):
+    s = socket.socket(socket.AF_UNIX)
+    s.connect(path)
 print(json.dumps({
-    "uid": os.getuid(), "euid": os.geteuid(), "groups": os.getgroups(),
-    "caps": {k: int(status[k], 16) for k in ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb")},
+    "uid": os.getuid(), "groups": os.getgroups(), "pid": os.getpid(),
+    "caps": [int(status[k], 16) for k in ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb")],
+    "no_new_privs": status["NoNewPrivs"].strip(), "seccomp": status["Seccomp"].strip(),
     "pids": sorted(int(p) for p in os.listdir("/proc") if p.isdigit()),
-    "core_pattern_writable": can("/proc/sys/kernel/core_pattern", os.O_WRONLY),
-    "proc_sys_access_w": os.access("/proc/sys/vm/overcommit_memory", os.W_OK),
-    "sysfs_writable": [p for p in ("/sys/kernel/mm/transparent_hugepage/enabled", "/sys/fs/cgroup/pids/cgroup.procs",
-                                   "/sys/fs/cgroup/pids" + (own_cgroup[0] if own_cgroup else "") + "/cgroup.procs",
-                                   "/sys/fs/cgroup/pids" + (own_cgroup[0] if own_cgroup else "") + "/pids.max")
-                       if can(p, os.O_WRONLY)],
-    "dev": sorted(os.listdir("/dev")), "dev_file": can("/dev/rlvr-probe", os.O_WRONLY | os.O_CREAT), "made_node": made_node,
-    "devnull_writable": can("/dev/null", os.O_WRONLY),
-    "shadow": can("/etc/shadow", os.O_RDONLY), "root_listing": os.listdir("/root") if os.access("/root", os.R_OK) else None,
-    "home_listing": os.listdir("/home"), "own_cgroup": own_cgroup, "nproc_raised": nproc_raised,
-    "host_tmp_writable": os.access("/tmp", os.W_OK), "cwd_writable": os.access(".", os.W_OK),
+    "root": sorted(os.listdir("/")), "etc": sorted(os.listdir("/etc")), "dev": sorted(os.listdir("/dev")),
+    "tmp": sorted(os.listdir("/tmp")), "sys": os.path.exists("/sys"), "home": os.path.exists("/home"),
+    "proc_sys": os.path.exists("/proc/sys"), "secret_file": can(sys.argv[0] if False else SECRET_FILE, os.O_RDONLY),
+    "socket": not fails(lambda: connect(SOCKET)), "shm": libc.shmget(SHM_KEY, 0, 0) != -1,
+    "userns": not fails(lambda: os.unshare(os.CLONE_NEWUSER)), "mount": libc.mount(b"none", b"/work", b"tmpfs", 0, None) == 0,
+    "key_read": libc.syscall(250, 11, KEY, None, 0) >= 0, "key_add": libc.syscall(248, b"user", b"x", b"y", 1, -3) >= 0,
+    "root_writable": os.access("/", os.W_OK) or can("/usr/rlvr-probe", os.O_WRONLY | os.O_CREAT), "work_writable": can("x", os.O_WRONLY | os.O_CREAT),
+    "mknod": not fails(lambda: os.mknod("/work/node", 0o600 | 0o020000, os.makedev(1, 3))),
 }))
-'''
+"""
+
+
+def host_state():
+    """What a sandboxed item could leave behind on the host: IPC objects, keys, cgroups, temp folders."""
+    lines = lambda path: open(path).read().splitlines()[1:] if os.path.exists(path) else []
+    cgroups = [d for root in ("/sys/fs/cgroup", "/sys/fs/cgroup/pids", "/sys/fs/cgroup/memory") if os.path.isdir(root)
+               for d in os.listdir(root) if d.startswith("rlvr-")]
+    return {"shm": lines("/proc/sysvipc/shm"), "msg": lines("/proc/sysvipc/msg"), "sem": lines("/proc/sysvipc/sem"),
+            "key_users": [l.split(":")[0].strip() for l in open("/proc/key-users")], "cgroups": cgroups,
+            "tmp": sorted(d for d in os.listdir(tempfile.gettempdir()) if d.startswith("rlvr-code-"))}
 
 
 @pytest.fixture
-def host_secret():
-    """A world-readable file in a fresh folder under /home: only hiding /home keeps it from the sandbox."""
-    if os.geteuid() != 0:
-        pytest.skip("needs root to write under /home")
-    folder = f"/home/rlvr-test-{os.getpid()}"
-    os.makedirs(folder, exist_ok=True)
-    with open(os.path.join(folder, "token"), "w") as f:
-        f.write("hf_secret")
+def host_bait(tmp_path):
+    """What a program must not reach: a world-readable file and a world-writable unix socket in a
+    world-readable folder, a SysV shared-memory segment, a key in the caller's session keyring."""
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    folder = tempfile.mkdtemp(prefix="bait-")
     os.chmod(folder, 0o755)
-    os.chmod(os.path.join(folder, "token"), 0o644)
-    yield os.path.basename(folder)
+    secret = os.path.join(folder, "expected.txt")
+    with open(secret, "w") as f:
+        f.write("SECRET_ANSWER")
+    os.chmod(secret, 0o644)
+    sock = socket.socket(socket.AF_UNIX)
+    sock.bind(os.path.join(folder, "db.sock"))
+    os.chmod(os.path.join(folder, "db.sock"), 0o666)
+    sock.listen(1)
+    sock.settimeout(0.1)
+    shm_key = 0x52_4C_56_52
+    shm_id = libc.shmget(shm_key, 4096, 0o1000 | 0o666)  # IPC_CREAT
+    key = libc.syscall(248, b"user", b"rlvr-secret", b"hunter2", 7, -3)  # add_key to the session keyring
+    bait = dict(SECRET_FILE=secret, SOCKET=os.path.join(folder, "db.sock"), SHM_KEY=shm_key, KEY=key, sock=sock)
+    yield bait
+    libc.shmctl(shm_id, 0, None)  # IPC_RMID
+    if key > 0:
+        libc.syscall(250, 3, key)  # KEYCTL_REVOKE
+    sock.close()
     shutil.rmtree(folder)
 
 
-def test_root_caller_sandbox_holds(host_secret):
-    """The suite runs as root, as CI and many GPU containers do: root inside must not be root outside."""
-    if rewards._sandbox_mode() != "root-ns":
-        pytest.skip(f"sandbox mode is {rewards._sandbox_mode()}, not root-ns")
-    report = rewards._run_sandboxed(PROBE, {"mode": "stdin", "inputs": [""]}, 20)
+def accepted(sock):
+    try:
+        sock.accept()
+        return True
+    except OSError:
+        return False
+
+
+@needs_root_ns
+def test_the_program_sees_only_its_own_root_as_a_stranger(host_bait):
+    """Inside: a fresh unprivileged uid, no capability, no_new_privs and seccomp, not PID 1; a root made of
+    read-only binds (/usr, the library folders, Python), a minimal /dev, its own /proc, a writable /work;
+    none of the host's files, sockets, shared memory or keys; no user namespace, no mount, no device node."""
+    src = "\n".join(f"{k} = {v!r}" for k, v in host_bait.items() if k != "sock") + PROBE
+    before = host_state()
+    report = rewards._run_sandboxed(src, {"mode": "stdin", "inputs": [""]}, 20)
     seen = json.loads(report["results"][0]["out"])
-    assert seen["uid"] != 0 and seen["euid"] == seen["uid"] and seen["groups"] in ([], [seen["uid"]])
-    assert all(v == 0 for v in seen["caps"].values()), seen["caps"]
-    assert seen["pids"][0] == 1 and os.getpid() not in seen["pids"] and len(seen["pids"]) < 10  # its own /proc
-    assert not seen["core_pattern_writable"] and not seen["proc_sys_access_w"]
-    assert seen["sysfs_writable"] == [] and seen["own_cgroup"] and "rlvr-" in seen["own_cgroup"][0]
-    assert seen["dev"] == ["null", "random", "urandom", "zero"] and not seen["dev_file"] and not seen["made_node"]
-    assert seen["devnull_writable"] and not seen["shadow"] and not seen["nproc_raised"]
-    assert host_secret not in seen["home_listing"] and seen["home_listing"] == []
-    python = {os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)}
-    assert set(seen["root_listing"] or []) <= {p.split("/")[2] for p in python if p.startswith("/root/")}
-    assert not seen["host_tmp_writable"] and seen["cwd_writable"]
+    assert seen["uid"] >= 0x70000000 and seen["groups"] in ([], [seen["uid"]]) and seen["caps"] == [0] * 5
+    assert seen["no_new_privs"] == "1" and seen["seccomp"] == "2" and seen["pid"] != 1  # the driver is PID 1
+    assert seen["pids"] == [seen["pid"]]  # its own PID namespace, and only its own uid's processes are visible
+    python_tops = {"/" + os.path.realpath(p).split("/")[1] for p in (sys.prefix, sys.base_prefix)}
+    assert set(seen["root"]) <= {"bin", "dev", "etc", "lib", "lib32", "lib64", "libx32", "proc", "sbin", "tmp", "usr",
+                                 "work", ".old"} | {p[1:] for p in python_tops}, seen["root"]
+    assert set(seen["etc"]) <= {"ld.so.cache", "localtime"} and not seen["sys"] and not seen["proc_sys"]
+    assert seen["dev"] == ["fd", "null", "random", "shm", "urandom", "zero"]
+    assert set(seen["tmp"]) <= {".in0", ".out0"}  # /tmp is the item's own /work: the host's /tmp is not there
+    assert "home" not in seen["root"] or not seen["home"]
+    assert not any(seen[k] for k in ("secret_file", "socket", "shm", "userns", "mount", "key_read", "key_add",
+                                     "root_writable", "mknod")), seen
+    assert seen["work_writable"] and not accepted(host_bait["sock"])
+    assert host_state() == before
+
+
+HOST_ATTACKS = {  # stdin programs; the test expects SECRET_ANSWER, which only the host knows
+    "read the expected output from a host file": "print(open(SECRET_FILE).read())",
+    "ask a host service over its unix socket": "import socket\ns = socket.socket(socket.AF_UNIX)\ns.connect(SOCKET)\n"
+                                               "s.sendall(b'GET')\nprint(s.recv(100))",
+    "read and leave SysV shared memory, queues, semaphores": (
+        "import ctypes\nlibc = ctypes.CDLL(None)\nlibc.shmget(SHM_KEY, 0, 0)\nlibc.shmget(0x1234, 192 << 20, 0o1000 | 0o666)\n"
+        "libc.msgget(0x1235, 0o1000 | 0o666)\nlibc.semget(0x1236, 1, 0o1000 | 0o666)\nprint('left behind')"),
+    "plant and read keys": "import ctypes\nlibc = ctypes.CDLL(None)\nlibc.syscall(248, b'user', b'planted', b'x', 1, -3)\n"
+                           "libc.syscall(248, b'user', b'planted', b'x', 1, -4)\nbuf = ctypes.create_string_buffer(100)\n"
+                           "libc.syscall(250, 11, KEY, buf, 100)\nprint(buf.value.decode())",
+    "a nested user namespace": "import os\nos.unshare(os.CLONE_NEWUSER)\nprint(open('/proc/self/uid_map').read())",
+    "a 1,200-deep folder chain": "import os\nfor i in range(1200):\n    os.mkdir('d')\n    os.chdir('d')\nprint('deep')",
+    "2 GB and 150,000 files in the work folder": (
+        "import os\ntry:\n    with open('big', 'wb') as f:\n        for _ in range(2048):\n            f.write(b'x' * (1 << 20))\n"
+        "except OSError:\n    pass\ntry:\n    for i in range(150_000):\n        open(f'f{i}', 'w').close()\nexcept OSError:\n"
+        "    pass\nprint('full')"),
+    "memory across many processes": (
+        "import os, time\nfor _ in range(8):\n    if os.fork() == 0:\n        x = bytearray(400 << 20)\n        "
+        "x[::4096] = b'y' * len(x[::4096])\n        time.sleep(5)\n        os._exit(0)\nfor _ in range(8):\n    os.wait()\n"
+        "print('SECRET_ANSWER' if False else 'alive')"),
+    "kill itself": "import os, signal\nprint('SECRET_ANSWER' * 0)\nos.kill(os.getpid(), signal.SIGKILL)",
+    "signal its parent": "import os, signal\nos.kill(os.getppid(), signal.SIGKILL)\nos.kill(1, signal.SIGKILL)\nprint('x')",
+}
+
+
+@needs_root_ns
+@pytest.mark.parametrize("name", list(HOST_ATTACKS))
+def test_attacks_score_zero_and_leave_the_host_as_it_was(host_bait, name):
+    src = "\n".join(f"{k} = {v!r}" for k, v in host_bait.items() if k != "sock") + "\n" + HOST_ATTACKS[name]
+    before = host_state()
+    free = shutil.disk_usage(tempfile.gettempdir()).free
+    stats = {}
+    got = score_batch([fence(src)], [{"inputs": [""], "outputs": ["SECRET_ANSWER"]}], "code", timeout=8, stats=stats)
+    assert got == [0.0] and stats == {"timeouts": stats["timeouts"], "errors": 0}
+    assert host_state() == before and not accepted(host_bait["sock"])
+    assert shutil.disk_usage(tempfile.gettempdir()).free > free - (64 << 20)  # nothing stays on the host's disk
+
+
+@needs_root_ns
+def test_limits_hold_for_the_item_not_per_process():
+    """Memory is the item's (a cgroup), not an address-space limit per process: 20 threads run; disk bytes
+    and files are the work folder's (a tmpfs)."""
+    threads = ("import threading\ndef add(a, b):\n    return a + b\nts = [threading.Thread(target=lambda: sum(range(10**5)))"
+               " for _ in range(20)]\nfor t in ts:\n    t.start()\nfor t in ts:\n    t.join()")
+    assert code_reward(fence(threads), ASSERT) == 1.0
+    probe = ("import os\nwith open('/proc/self/cgroup') as f:\n    print(f.read())\nprint(os.statvfs('.').f_blocks * "
+             "os.statvfs('.').f_frsize, os.statvfs('.').f_files)")
+    out = rewards._run_sandboxed(probe, {"mode": "stdin", "inputs": [""]}, 20)["results"][0]["out"]
+    size, files = map(int, out.split()[-2:])
+    assert size == rewards.LIMITS["disk"] and files == rewards.LIMITS["files"]
+    if rewards._memory_limited(rewards._item_cgroups()):
+        assert "rlvr-" in out  # the item's cgroups hold it
+        hog = ("import os\nkids = []\nfor _ in range(4):\n    pid = os.fork()\n    if pid == 0:\n        x = bytearray(400 << 20)\n"
+               "        x[::4096] = b'y' * len(x[::4096])\n        os._exit(0)\n    kids.append(pid)\n"
+               "print(sum(os.waitstatus_to_exitcode(os.waitpid(p, 0)[1]) == 0 for p in kids))")
+        out = rewards._run_sandboxed(hog, {"mode": "stdin", "inputs": [""]}, 30)["results"][0]["out"]
+        assert int(out or 0) <= 2  # 4 x 400 MiB at once do not fit in the item's 1 GiB
+
+
+GRADER_ATTACKS = {  # call and assert programs that try to make grading itself fail
+    "deeply nested JSON as a return value": "def add(a, b):\n    x = []\n    for _ in range(100000):\n        x = [x]\n"
+                                           "    return x",
+    "a value that is not JSON": "def add(a, b):\n    return object()",
+    "garbage on every descriptor": "import os\nfor fd in range(64):\n    try:\n        os.write(fd, b'[' * 100000)\n"
+                                   "    except OSError:\n        pass\ndef add(a, b):\n    return a + b",
+    "truncate every descriptor, exit 97": "import os\nfor fd in range(64):\n    try:\n        os.ftruncate(fd, 0)\n"
+                                          "    except OSError:\n        pass\nos._exit(97)",
+    "exit 97 at once": "import os\nos._exit(97)",
+}
+
+
+@pytest.mark.parametrize("name", list(GRADER_ATTACKS))
+@pytest.mark.parametrize("tests", [CALL, ASSERT], ids=["call", "assert"])
+def test_grading_returns_a_verdict_whatever_the_program_does(name, tests):
+    stats = {}
+    got = score_batch([fence(GRADER_ATTACKS[name]), fence(ADD)], [tests, tests], "code", stats=stats)
+    assert got[1] == 1.0 and got[0] in (0.0, 1.0) and stats["errors"] == 0
+    assert code_reward(fence(GRADER_ATTACKS[name]), tests) in (0.0, 1.0)  # never an exception
+
+
+ASSERT_HACKS = {  # the tests live in another process: what worked when they shared the program's interpreter
+    "the caller's frame and its constants": (
+        "import sys\ndef add(a, b):\n    f = sys._getframe(1)\n    while f:\n        for c in f.f_code.co_consts:\n"
+        "            if isinstance(c, int) and c > 2:\n                return c\n        f = f.f_back\n    return 0"),
+    "the tests' source through an audit hook": (
+        "import sys, re\nseen = []\nsys.addaudithook(lambda e, a: seen.append(a))\n"
+        "def add(a, b):\n    nums = [int(n) for x in seen for n in re.findall(r'== (\\d+)', str(x))]\n    return nums[0] if nums else 0"),
+    "an object equal to everything": "class Yes:\n    def __eq__(self, other):\n        return True\n"
+                                     "    __hash__ = None\ndef add(a, b):\n    return Yes()",
+    "an int that equals everything": "class Int(int):\n    def __eq__(self, other):\n        return True\n"
+                                     "    __hash__ = int.__hash__\ndef add(a, b):\n    return Int(0)",
+    "the pristine builtins through gc": (
+        "import gc\nfor o in gc.get_objects():\n    if isinstance(o, dict) and 'nonce' in o:\n        print(o['nonce'])\n"
+        "def add(a, b):\n    return 0"),
+    "settrace past the asserts": "import sys\nsys.settrace(lambda *a: None)\ndef add(a, b):\n    return 0",
+}
+
+
+@pytest.mark.parametrize("name", list(ASSERT_HACKS))
+def test_assert_mode_keeps_the_tests_out_of_the_programs_reach(name):
+    tests = {"assert": "assert add(1, 2) == 3\nassert add(3, 4) == 7\nassert add(5, 5) == 10"}
+    assert code_reward(fence(ASSERT_HACKS[name]), tests) == 0.0
+    assert code_reward(fence(ADD), tests) == 1.0
+
+
+def test_a_spec_without_tests_is_refused():
+    for spec in ({"assert": "x = 1\ncheck = lambda f: None"}, {"inputs": [], "outputs": []},
+                 {"fn_name": "f", "inputs": [], "outputs": []}):
+        with pytest.raises(ValueError, match="any program"):
+            code_reward(fence(ADD), spec)
+
+
+def test_leetcode_style_solutions_get_the_harness_imports():
+    src = ("class Solution:\n    def twoSum(self, nums: List[int], target: int) -> List[int]:\n        seen = defaultdict(int)\n"
+           "        for i, x in enumerate(nums):\n            if target - x in seen:\n                return [seen[target - x], i]\n"
+           "            seen[x] = i\n        return []")
+    spec = {"fn_name": "twoSum", "inputs": [[[2, 7, 11, 15], 9], [[3, 2, 4], 6]], "outputs": [[0, 1], [1, 2]]}
+    assert code_reward(fence(src), spec) == 1.0
+    assert code_reward(fence("print(max(accumulate(map(int, input().split()))))"),
+                       {"inputs": ["1 2 3\n"], "outputs": ["6\n"]}) == 1.0
+
+
+def test_a_mixed_batch_grades_every_item_and_leaves_nothing():
+    hostile = [HOSTILE["fork bomb"], HOSTILE["daemon"], GRADER_ATTACKS["deeply nested JSON as a return value"],
+               ASSERT_HACKS["an object equal to everything"], HOST_ATTACKS["a 1,200-deep folder chain"].replace(
+                   "print('deep')", "def add(a, b):\n    return a + b")]
+    items = [(fence(h + "\n" + ADD) if i % 2 else fence(h), ASSERT if i % 2 else CALL) for i, h in enumerate(hostile)]
+    items += [(fence(ADD), ASSERT), (fence(ADD), CALL), (fence("a, b = map(int, input().split())\nprint(a + b)"), STDIN)] * 3
+    before = host_state() if os.geteuid() == 0 else None
+    stats = {}
+    got = score_batch([r for r, _ in items], [s for _, s in items], "code", timeout=5, stats=stats)
+    assert got[len(hostile):] == [1.0] * 9 and all(v in (0.0, 1.0) for v in got) and stats["errors"] == 0
+    assert before is None or host_state() == before
+    time.sleep(0.2)
+    assert leftover_processes("sleep 300") == [] and leftover_processes("rlvr-code-") == []
 
 
 def test_the_programs_own_exit_status_is_a_verdict_never_a_sandbox_error():
@@ -603,7 +793,7 @@ def test_the_programs_own_exit_status_is_a_verdict_never_a_sandbox_error():
 
 def test_sandbox_failure_is_an_error_not_a_verdict(monkeypatch):
     """A sandbox that cannot confine raises SandboxError; score_batch counts it and never calls it wrong."""
-    monkeypatch.setattr(rewards, "_run_sandboxed", lambda *a: (_ for _ in ()).throw(rewards.SandboxError("no mounts")))
+    monkeypatch.setattr(rewards, "_run_sandboxed", lambda *a, **k: (_ for _ in ()).throw(rewards.SandboxError("no mounts")))
     with pytest.raises(rewards.SandboxError):
         code_reward(fence(ADD), ASSERT)
 
@@ -615,20 +805,33 @@ def test_score_batch_runs_code_items():
 
 
 def test_sandbox_without_namespaces_still_isolates_and_times_out(monkeypatch):
-    """Where unshare is unavailable the other layers remain: a fresh uid for a root caller, limits, temp
+    """Where namespaces are unavailable the other layers remain: a fresh uid for a root caller, limits, temp
     dir, and a kill of the group and of the uid at the deadline."""
     monkeypatch.setattr(rewards, "_MODE", "none")
     assert code_reward(fence(ADD), ASSERT) == 1.0
     t = time.monotonic()
     assert code_reward(fence("import time\ntime.sleep(60)\n# no-ns-sleeper"), ASSERT, timeout=2) == 0.0
-    assert time.monotonic() - t < 2 + 10 and leftover_processes("-B driver.py") == []
+    assert time.monotonic() - t < 2 + 10 and leftover_sandbox_processes() == []
     daemon = HOSTILE["daemon"] + "\n# no-ns-daemon"
     assert code_reward(fence(daemon), ASSERT, timeout=2) == 0.0
     time.sleep(0.2)
-    assert leftover_processes("-B driver.py") == []
+    assert leftover_sandbox_processes() == []
     if os.geteuid() == 0:
         report = rewards._run_sandboxed("import os\nprint(os.getuid())", {"mode": "stdin", "inputs": [""]}, 10)
         assert int(report["results"][0]["out"]) != 0
+
+
+def test_sandbox_through_a_user_namespace(monkeypatch):
+    """An unprivileged caller's path (namespaces inside a user namespace whose root is the caller), taken
+    here by a root caller: the same fresh root, PID and network namespaces, and grading."""
+    if rewards._sandbox_mode() == "none":
+        pytest.skip("no namespaces here")
+    monkeypatch.setattr(rewards, "_MODE", "user-ns")
+    assert code_reward(fence(ADD), ASSERT) == 1.0 and code_reward(fence(ADD.replace("+", "-")), ASSERT) == 0.0
+    probe = "import json, os\nprint(json.dumps([os.listdir('/'), os.getpid(), open('/proc/self/uid_map').read().split()]))"
+    root, pid, uid_map = json.loads(rewards._run_sandboxed(probe, {"mode": "stdin", "inputs": [""]}, 10)["results"][0]["out"])
+    assert "work" in root and "proc" in root and "home" not in root and pid > 1  # its own root; not PID 1
+    assert uid_map == ["0", str(os.getuid()), "1"]  # a user namespace whose root is the caller
 
 
 # ------------------------------------------------------------------------------------- the worker pool
