@@ -8,7 +8,8 @@
 Every check runs in a pool of worker processes with a wall-clock limit per item: a worker that
 overruns is killed and replaced and the item scores 0, so callers never hang and never see an
 exception. Model text is never executed by the math path (no sympify/parse_expr on raw strings:
-LaTeX goes through math-verify's LaTeX parser). Model code runs in a sandbox (see _sandbox_run).
+LaTeX goes through math-verify's LaTeX parser). Model code runs in a sandbox (the Code: the sandbox
+section below; docs/security.md lists its guarantees and the tests behind them).
 """
 import atexit
 import contextlib
@@ -473,7 +474,7 @@ def _equal(pred, gold):
     return all(_equal(x, y) for x, y in zip(ep, eg))  # tuples, intervals (bracket types matched), unions
 
 
-# math-verify's verdict, and the layers around it (see the README's verifier rules):
+# math-verify's verdict, and the layers around it (docs/verifier.md):
 #   normalisers rewrite both sides into forms math-verify compares (_normalise);
 #   vetoes turn math-verify's "equal" into "not equal" for named near misses (_veto).
 _PERCENT = re.compile(r"(?<=\d)\s*(?:\\?%|\\text\{\s*%\s*\}|(?:percentage|percent|pct)\b)", re.I)
@@ -587,7 +588,7 @@ def _depth(s):
 
 
 def _veto(pred, gold):
-    """The named near misses that math-verify accepts and this verifier does not (README, verifier rules):
+    """The named near misses that math-verify accepts and this verifier does not (docs/verifier.md):
     - undefined values (a division by zero: 12:00 against 1:00) equal nothing;
     - two numbers are equal only by _numbers_equal's exact rules: a tolerance never joins two different
       exact values (9.11e-30 is not 9.11e-31, 0.333 is not 1/3, 50% is 50 and not 0.5), infinities keep
@@ -1498,7 +1499,7 @@ def _zygote():
 
 
 def _run_sandboxed(program, request, timeout, secret=None):
-    """Run `program` in the sandbox (see the README's security section). `request`: the mode and the tests'
+    """Run `program` in the sandbox (docs/security.md). `request`: the mode and the tests'
     inputs, never their expected outputs; `secret`: in assert mode the tests and the nonce, sent only after
     the program's process exists. Returns the driver's report (a dict), or None when the run overran or
     ended before reporting; raises SandboxError when the confinement failed before the program ran."""

@@ -668,7 +668,8 @@ HOST_ATTACKS = {  # stdin programs; the test expects SECRET_ANSWER, which only t
         "import os, time\nfor _ in range(8):\n    if os.fork() == 0:\n        x = bytearray(400 << 20)\n        "
         "x[::4096] = b'y' * len(x[::4096])\n        time.sleep(5)\n        os._exit(0)\nfor _ in range(8):\n    os.wait()\n"
         "print('SECRET_ANSWER' if False else 'alive')"),
-    "kill itself": "import os, signal\nprint('SECRET_ANSWER' * 0)\nos.kill(os.getpid(), signal.SIGKILL)",
+    "print the answer, then kill itself": "import os, signal, sys\nprint('SECRET_ANSWER')\nsys.stdout.flush()\n"
+                                          "os.kill(os.getpid(), signal.SIGKILL)",  # not PID 1: the kill lands
     "signal its parent": "import os, signal\nos.kill(os.getppid(), signal.SIGKILL)\nos.kill(1, signal.SIGKILL)\nprint('x')",
 }
 
