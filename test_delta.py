@@ -15,6 +15,10 @@ import delta
 from delta import Args, delta_coefficients, group_advantages, policy_loss, token_features
 
 ROOT = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(ROOT, "bench"))
+import oracle  # noqa: E402  (adds ALGOS["oracle"]: an algorithm from outside delta.py)
+import rollouts  # noqa: E402
+
 torch.set_num_threads(1)
 
 
@@ -601,10 +605,10 @@ def test_baselines_train_through_the_same_path(tiny, algo):
 def test_oracle_and_lam_subsets_weigh_the_tokens_they_name(tiny):
     run, batch, adv, packed, plans = fixed_rollout(tiny, algo="oracle")
     mask, roll = batch["response_mask"], dict(batch=batch, adv=adv, features=packed, rows=run.rows, stats={})
-    oracle = delta.oracle_weights(run, roll)
-    deciding = delta.deciding_tokens(run.tok, batch) & (adv != 0)[:, None]
-    assert oracle[mask].mean().item() == pytest.approx(1.0) and torch.all(oracle[~mask] == 0)
-    assert torch.allclose(oracle[deciding] / oracle[mask & ~deciding].min(), torch.tensor(1.2 / 0.8))
+    weights = oracle.oracle_weights(run, roll)
+    deciding = oracle.deciding_tokens(run.tok, batch) & (adv != 0)[:, None]
+    assert weights[mask].mean().item() == pytest.approx(1.0) and torch.all(weights[~mask] == 0)
+    assert torch.allclose(weights[deciding] / weights[mask & ~deciding].min(), torch.tensor(1.2 / 0.8))
     lam = lam_of(run, batch, adv, packed)
     top, bottom = (delta.lam_subset_weights(x)(run, dict(roll, stats={})) for x in (True, False))
     assert torch.all(lam[top.bool()].min() >= lam[mask & ~top.bool()].max())
@@ -1155,7 +1159,8 @@ def test_vllm_without_vllm_is_refused_with_the_install_command(tmp_path, monkeyp
         monkeypatch.setitem(sys.modules, "vllm", None)  # import vllm now raises ImportError
     with pytest.raises(delta.ArgumentError, match="requirements-vllm.txt"):
         delta.validate_args(Args(vllm=True))
-    assert "engines" not in sys.modules or HAS_VLLM  # delta.py alone: engines.py only with --fsdp or --vllm
+    code = "import sys, delta; delta.validate_args(delta.Args()); assert 'engines' not in sys.modules"
+    assert subprocess.run([sys.executable, "-c", code], cwd=ROOT).returncode == 0  # engines.py only with its flags
 
 
 # ------------------------------------------------------------------------------------- memory estimator
@@ -1220,8 +1225,6 @@ def test_offloaded_features_give_the_same_coefficients(tiny):
 
 
 # ------------------------------------------------------------------------------------- where lam goes (bench/rollouts.py)
-sys.path.insert(0, os.path.join(ROOT, "bench"))
-import rollouts  # noqa: E402
 
 
 def test_token_categories_of_the_embedded_tasks():
@@ -1246,7 +1249,7 @@ def test_deciding_tokens_are_the_step_results_and_the_answer(tiny):
     _, tok = delta.load_model(tiny, torch.device("cpu"))
     text = "3+5=8 qzt mow, 8+9=18 abc def. \\boxed{18}"
     batch = delta.pack(tok, ["Q: 3+5+9=?"], [text], "cpu")
-    got = delta.deciding_tokens(tok, batch)[0]
+    got = oracle.deciding_tokens(tok, batch)[0]
     cats = rollouts.token_categories(text, "3+5+9=?") + ["eos"]
     assert got.tolist() == [c in ("result", "first_wrong", "answer") for c in cats]
 
@@ -1334,3 +1337,100 @@ def test_gpu_check_runs_on_cpu_with_the_tiny_config():
     for key in ("rollout tokens/s, HF generate", "seconds per RL step, dapo", "seconds per RL step, delta"):
         assert float(rows[key].replace(",", "")) > 0, key
     assert "rollout tokens/s, vLLM" in rows and "peak memory, GiB: measured / estimate" in rows
+
+
+# ------------------------------------------------------------------------------------- DelTA in TRL (examples/)
+def trl_generation_batch(tiny, tmp_path, **trainer_kw):
+    """One generation batch of examples/trl_delta.py's trainer on the tiny model (4 prompts x 4), rewarded by
+    the count of digits (so advantages are not all 0), before any DelTA change."""
+    pytest.importorskip("trl")
+    sys.path.insert(0, os.path.join(ROOT, "examples"))
+    import trl_delta
+    from trl import GRPOTrainer
+
+    model, tok = delta.load_model(tiny, torch.device("cpu"))
+    train, _ = trl_delta.addition_data(16)
+    digits = lambda completions, **_: [float(sum(c.isdigit() for c in x[-1]["content"])) for x in completions]  # noqa
+    cfg = trl_delta.config(str(tmp_path), 1, prompts=4, group=4, mini_batch_prompts=4, max_new_tokens=16)
+    trainer = trl_delta.DeltaGRPOTrainer(model=model, reward_funcs=digits, args=cfg, train_dataset=train,
+                                         processing_class=tok, **trainer_kw)
+    torch.manual_seed(0)
+    out = GRPOTrainer._generate_and_score_completions(trainer, [train[i] for i in range(4) for _ in range(4)])
+    assert (out["advantages"] != 0).any()
+    return trainer, model, out
+
+
+def test_trl_path_lam_equals_delta_py_on_the_same_batch(tiny, tmp_path):
+    """The h TRL's pass yields (a hook on the backbone) and its log-probs are delta.py's LM-head inputs and
+    log-probs: the trainer's lam equals delta_coefficients on delta.py's own forward of the same batch."""
+    trainer, model, out = trl_generation_batch(tiny, tmp_path)
+    lam = trainer.delta_lam(out)
+    ids, T = torch.cat([out["prompt_ids"], out["completion_ids"]], 1), out["completion_ids"].shape[1]
+    am, mask = torch.cat([out["prompt_mask"], out["completion_mask"]], 1), out["completion_mask"].bool()
+    with torch.no_grad():
+        logp, _, h = delta.response_logprobs(model, ids, am, T, trainer.temperature)
+    ref = delta_coefficients(token_features(h, logp), out["advantages"], mask)
+    assert torch.allclose(lam, ref, atol=1e-5) and lam[mask].std() > 0.01
+    assert lam[mask].mean().item() == pytest.approx(1.0, abs=1e-5) and torch.all(lam[~mask] == 0)
+
+
+@pytest.mark.parametrize("band", [(1.0, 1.0), (0.8, 1.2)])
+def test_trl_path_loss_is_delta_py_policy_loss(tiny, tmp_path, band):
+    """TRL's dapo loss with [B, T] advantages A lam is delta.py's policy_loss(..., lam) in value and gradient,
+    off-policy too (clips and TRL's delta = the dual clip bind); with lam = 1 it is TRL's own dapo loss."""
+    trainer, model, out = trl_generation_batch(tiny, tmp_path, lam_min=band[0], lam_max=band[1])
+    model.eval()  # TRL's eval-mode normaliser: the batch's token count (no accumulation window)
+    lam = trainer.delta_lam(out)
+    ids, T = torch.cat([out["prompt_ids"], out["completion_ids"]], 1), out["completion_ids"].shape[1]
+    am, mask = torch.cat([out["prompt_mask"], out["completion_mask"]], 1), out["completion_mask"].bool()
+    with torch.no_grad():
+        logp0 = delta.response_logprobs(model, ids, am, T, trainer.temperature)[0]
+    old = logp0 + 0.6 * torch.randn(logp0.shape, generator=torch.Generator().manual_seed(0))  # ratios far from 1
+    neg = int((out["advantages"] < 0).nonzero()[0])
+    old[neg, 0] = logp0[neg, 0] - 3.0  # a ratio of e^3 > c = 10 where A < 0: the dual clip binds
+    inputs = dict(out, old_per_token_logps=old, advantages=out["advantages"][:, None] * lam)
+
+    def grads(loss):
+        model.zero_grad()
+        loss.backward()
+        return loss.detach(), [p.grad.clone() for p in model.parameters()]
+    trl_loss, trl_grads = grads(trainer._compute_loss(model, inputs))
+    logp = delta.response_logprobs(model, ids, am, T, trainer.temperature)[0]
+    ref, metrics = policy_loss(logp, old, out["advantages"], mask, lam, 0.2, 0.28, 10.0,
+                               num_tokens=out["num_items_in_batch"])
+    ref_loss, ref_grads = grads(ref)
+    assert metrics["clipfrac"] > 0.1 and metrics["clipfrac_dual"] > 0
+    assert torch.allclose(trl_loss, ref_loss, atol=1e-5)
+    assert all(torch.allclose(a, b, atol=1e-5) for a, b in zip(trl_grads, ref_grads))
+    if band == (1.0, 1.0):  # TRL's own loss, [B] advantages
+        own, _ = grads(trainer._compute_loss(model, dict(inputs, advantages=out["advantages"])))
+        assert torch.allclose(own, trl_loss, atol=1e-6)
+
+
+def test_a_short_trl_run_with_delta_raises_held_out_accuracy(tiny, tmp_path):
+    """examples/trl_delta.py as a user runs it, on the tiny model after a supervised warm start (300 steps of
+    delta.py's warm-start loop at batch 64, without its accuracy checks): 24 generation batches of 32 prompts x 8
+    raise greedy held-out accuracy (256 problems)."""
+    pytest.importorskip("trl")
+    model, tok = delta.load_model(tiny, torch.device("cpu"))
+    train_rows, _ = delta.TASKS["addition"]["build"](0, 256)
+    opt, gen = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.0), torch.Generator().manual_seed(1)
+    torch.manual_seed(0)
+    for _ in range(300):
+        rows = [train_rows[i] for i in torch.randint(len(train_rows), (64,), generator=gen)]
+        b = delta.pack(tok, [delta.prompt_text(tok, r["question"]) for r in rows], [r["solution"] for r in rows], "cpu")
+        m = b["response_mask"]
+        logp = delta.response_logprobs(model, b["input_ids"], b["attention_mask"], m.shape[1], 1.0)[0]
+        (-(logp * m).sum() / m.sum()).backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+    model.save_pretrained(tmp_path / "warm")
+    tok.save_pretrained(tmp_path / "warm")
+    env = dict(os.environ, OMP_NUM_THREADS="2", PYTHONWARNINGS="ignore", HF_HUB_OFFLINE="1")
+    p = subprocess.run([sys.executable, "examples/trl_delta.py", "--model", str(tmp_path / "warm"), "--steps", "48",
+                        "--output_dir", str(tmp_path / "trl")], cwd=ROOT, env=env, capture_output=True, text=True,
+                       timeout=900)
+    assert p.returncode == 0, p.stderr[-3000:]
+    before, after = map(float, p.stdout.split("held-out greedy accuracy:")[1].split("->"))
+    print(f"\nTRL + DelTA, 24 generation batches: held-out greedy accuracy {before:.3f} -> {after:.3f}")
+    assert after >= before + 0.05, (before, after)
