@@ -50,7 +50,8 @@ def run_all(jobs, out, parallel=2):
             shutil.rmtree(d, ignore_errors=True)  # an unfinished run starts over
             os.makedirs(d)
             log = open(os.path.join(d, "stderr.log"), "w")
-            running.append((d, subprocess.Popen([sys.executable, "delta.py", "--output_dir", d, *argv], cwd=ROOT, env=env,
+            script = "bench/oracle.py" if "oracle" in argv else "delta.py"  # the oracle: an ALGOS entry from outside
+            running.append((d, subprocess.Popen([sys.executable, script, "--output_dir", d, *argv], cwd=ROOT, env=env,
                                                 stdout=subprocess.DEVNULL, stderr=log), log))
             print(f"[{time.time() - started:6.0f} s] start {d}", flush=True)
         if pending and not running:
@@ -104,9 +105,21 @@ def mean_ci(xs):
     return m, sd, T975[min(n - 2, len(T975) - 1)] * sd / math.sqrt(n)
 
 
+def gate(done):
+    """docs/experiment.md's gate: the oracle's paired AUC difference from DAPO positive, its 95 % interval above 0."""
+    common = sorted(set(done["oracle"]) & set(done["dapo"]))
+    if len(common) < 2:
+        return None
+    m, _, ci = mean_ci([100 * (done["oracle"][s]["auc_sampled"] - done["dapo"][s]["auc_sampled"]) for s in common])
+    return m - ci > 0
+
+
 def report(out):
     done = {arm: {int(d.rsplit("s", 1)[1]): metrics(d) for d in sorted(glob.glob(os.path.join(out, arm, "s*")))
                   if os.path.exists(os.path.join(d, "final"))} for arm in ARMS}
+    passed = gate(done)
+    if passed is False:  # the rule: no DelTA-vs-DAPO comparison on a task the positive control cannot pass
+        done = {arm: runs if arm in ("dapo", "oracle") else {} for arm, runs in done.items()}
     lines = ["| arm | runs | start (sampled) | AUC sampled | final sampled | AUC greedy | final greedy | "
              "length (last 10) | entropy (last 10) |", "|---" * 9 + "|"]
     for arm, runs in done.items():
@@ -128,10 +141,43 @@ def report(out):
                          "{:+.2f} ± {:.2f} | ".format(*mean_ci(d["final_sampled"])[::2]) +
                          "{:+.2f} ± {:.2f} | ".format(*mean_ci(d["auc_greedy"])[::2]) +
                          ", ".join(f"{x:+.1f}" for x in d["auc_sampled"]) + " |")
+    lines += ["", "Gate (the oracle above DAPO, 95 % interval above 0): " +
+              {None: "not yet decided", True: "passed", False: "failed: the task cannot test claim (a), so no arm is "
+               "compared with DAPO on it"}[passed]]
+    lines += claim_b(out, "delta") + claim_b(out, "oracle")
     wall = os.path.join(out, "wall_time.json")
     if os.path.exists(wall):
         lines += ["", f"Wall time of every invocation, summed: {json.load(open(wall))['seconds'] / 60:.0f} min."]
     return "\n".join(lines)
+
+
+def claim_b(out, arm="delta"):
+    """Where an arm's update goes (DelTA's: claim (b)), per token category and side, from every dump of its
+    finished runs: bench/rollouts.py's statistics averaged over dumps and seeds."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import rollouts
+
+    rows = [dict(rollouts.category_stats(*rollouts.load(f)))
+            for d in sorted(glob.glob(os.path.join(out, arm, "s*"))) if os.path.exists(os.path.join(d, "final"))
+            for f in sorted(glob.glob(os.path.join(d, "rollout-*.pt")))]
+    if not rows:
+        return []
+    avg = lambda k: (sum(r[k] for r in rows if k in r) / n if (n := sum(k in r for r in rows)) else None)  # noqa
+    cell = lambda k: "-" if avg(k) is None else f"{avg(k):.3f}"  # noqa: E731
+    lines = ["", f"{'Claim (b): ' if arm == 'delta' else ''}{arm}'s weights by token category, the mean over {len(rows)} "
+             f"dumped rollouts of its runs (lam: per token; lamw: per unit of update, |A| ||v||; share: of the side's "
+             f"update under {arm}'s weights, and under DAPO's uniform weights on the same rollouts)", "",
+             f"| category | lam + | lam - | lamw + | lamw - | share + ({arm} / DAPO) | share - ({arm} / DAPO) |",
+             "|---|---|---|---|---|---|---|"]
+    for name in rollouts.CATEGORIES:
+        if avg(f"lam/{name}/pos") is None and avg(f"lam/{name}/neg") is None:
+            continue
+        lines.append(f"| {name} | {cell(f'lam/{name}/pos')} | {cell(f'lam/{name}/neg')} | {cell(f'lamw/{name}/pos')} | "
+                     f"{cell(f'lamw/{name}/neg')} | {cell(f'share/{name}/pos')} / {cell(f'share_uniform/{name}/pos')} | "
+                     f"{cell(f'share/{name}/neg')} / {cell(f'share_uniform/{name}/neg')} |")
+    lines += ["", f"Spearman correlation of lam with the token's probability: + side {cell('rho_p/pos')}, "
+              f"- side {cell('rho_p/neg')}."]
+    return lines
 
 
 def main():

@@ -9,7 +9,8 @@ seeds, at equal RL steps, through delta.py exactly as a user runs it.
 Runs go to runs/reproduce/<task>/<method>/s<seed>/ (metrics.jsonl and the model), two at a time on two
 cores; a finished run is not run again. Then it writes docs/reproduce.md (held-out accuracy at the end
 and the area under the accuracy curve, mean +- 95 % CI over seeds, the paired difference DelTA - DAPO,
-per-category lambda of DelTA) and docs/reproduce-<task>.png (accuracy, response length and entropy
+and per-category lambda of DelTA where the runs logged it, as the runs of this page's commit did; newer runs
+measure it from rollout dumps with bench/rollouts.py) and docs/reproduce-<task>.png (accuracy, response length and entropy
 against the step, a band over seeds). The plots need matplotlib (pip install matplotlib).
 """
 import argparse

@@ -12,6 +12,7 @@ neg: A < 0), over the tokens of non-zero-advantage responses:
     lamw    the mean weight, each token weighted by its share of the update at theta_old, |A| ||v|| (Eq. C,
             v the token feature of Eq. D)
     share   the category's share of its side's update, sum lam |A| ||v|| / the side's sum
+    share_uniform  the same share with every weight 1 (DAPO's update of the same rollout)
 and per side the Spearman rank correlation of lam with the token's probability (rho_p).
 """
 import argparse
@@ -94,6 +95,7 @@ def category_stats(tok, dump):
                 if size[sel].sum() > 0:
                     out[f"lamw/{name}/{label}"] = float((lam * size)[sel].sum() / size[sel].sum())
                     out[f"share/{name}/{label}"] = float((lam * size)[sel].sum() / total)
+                    out[f"share_uniform/{name}/{label}"] = float(size[sel].sum() / size[side].sum())  # DAPO's
         p = batch["old_logp"].cpu().double().exp()[side]
         if dump["lam"] is not None and side.sum() > 2:
             out[f"rho_p/{label}"] = float(torch.corrcoef(torch.stack([rank(lam[side]), rank(p)]))[0, 1])
