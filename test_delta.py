@@ -847,11 +847,20 @@ FAST = ["--prompts_per_step", "8", "--group_size", "4", "--mini_batch_prompts", 
         "--eval_size", "16", "--sft_max_steps", "20", "--max_new_tokens", "48", "--progress", "false"]
 
 
-def run_delta(*argv, env_extra=None, torchrun=False):
+def run_delta(*argv, env_extra=None, torchrun=False, cwd=ROOT):
     env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONWARNINGS="ignore")
     env.update(env_extra or {})
     cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--standalone"] if torchrun else [sys.executable]
-    return subprocess.run(cmd + ["delta.py", *argv], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    return subprocess.run(cmd + ["delta.py", *argv], cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
+
+
+def delta_py_alone(tmp_path):
+    """A folder holding delta.py and its verifier, rewards.py, and nothing else (no engines.py), as users copy them."""
+    folder = tmp_path / "alone"
+    folder.mkdir()
+    for name in ("delta.py", "rewards.py"):
+        shutil.copy(os.path.join(ROOT, name), folder)
+    return str(folder)
 
 
 def read_metrics(path):
@@ -862,7 +871,8 @@ def test_end_to_end_runs_changes_weights_and_resumes_exactly(tmp_path):
     from safetensors.torch import load_file
 
     a = str(tmp_path / "a")
-    p = run_delta("--output_dir", a, "--max_steps", "4", "--save_every", "2", "--eval_every", "2", *FAST)
+    p = run_delta("--output_dir", a, "--max_steps", "4", "--save_every", "2", "--eval_every", "2", *FAST,
+                  cwd=delta_py_alone(tmp_path))  # delta.py copied alone runs
     assert p.returncode == 0, p.stderr[-3000:]
     rows = read_metrics(a)
     steps = [r for r in rows if "reward/mean" in r]
@@ -919,9 +929,9 @@ def test_command_line_rejects_bad_arguments_before_work(tmp_path):
 def test_torchrun_two_processes_end_to_end_and_resume(tmp_path, engine):
     from safetensors.torch import load_file
 
-    out = str(tmp_path / "ddp")
+    out, cwd = str(tmp_path / "ddp"), (ROOT if engine else delta_py_alone(tmp_path))  # DDP: delta.py copied alone
     p = run_delta("--output_dir", out, "--max_steps", "2", "--eval_every", "0", "--save_every", "1", *FAST, *engine,
-                  torchrun=True)
+                  torchrun=True, cwd=cwd)
     assert p.returncode == 0, p.stderr[-3000:]
     rows = read_metrics(out)
     steps = [r for r in rows if "reward/mean" in r]
@@ -1340,22 +1350,30 @@ def test_gpu_check_runs_on_cpu_with_the_tiny_config():
 
 
 # ------------------------------------------------------------------------------------- DelTA in TRL (examples/)
-def trl_generation_batch(tiny, tmp_path, **trainer_kw):
-    """One generation batch of examples/trl_delta.py's trainer on the tiny model (4 prompts x 4), rewarded by
-    the count of digits (so advantages are not all 0), before any DelTA change."""
+def trl_trainer(tiny, tmp_path, prompts=4, **trainer_kw):
+    """examples/trl_delta.py's trainer on the tiny model, generation batches of `prompts` x 4 (4 prompts per
+    optimizer step), rewarded by the count of digits (so advantages are not all 0), and one generation batch."""
     pytest.importorskip("trl")
     sys.path.insert(0, os.path.join(ROOT, "examples"))
     import trl_delta
-    from trl import GRPOTrainer
 
     model, tok = delta.load_model(tiny, torch.device("cpu"))
     train, _ = trl_delta.addition_data(16)
     digits = lambda completions, **_: [float(sum(c.isdigit() for c in x[-1]["content"])) for x in completions]  # noqa
-    cfg = trl_delta.config(str(tmp_path), 1, prompts=4, group=4, mini_batch_prompts=4, max_new_tokens=16)
+    cfg = trl_delta.config(str(tmp_path), 1, prompts=prompts, group=4, mini_batch_prompts=4, max_new_tokens=16)
     trainer = trl_delta.DeltaGRPOTrainer(model=model, reward_funcs=digits, args=cfg, train_dataset=train,
                                          processing_class=tok, **trainer_kw)
+    return trainer, model, [train[i] for i in range(prompts) for _ in range(4)]
+
+
+def trl_generation_batch(tiny, tmp_path, **trainer_kw):
+    """One generation batch as TRL scores it, before any DelTA change (one optimizer step per batch: TRL computes
+    no pi_old of its own)."""
+    from trl import GRPOTrainer
+
+    trainer, model, batch = trl_trainer(tiny, tmp_path, **trainer_kw)
     torch.manual_seed(0)
-    out = GRPOTrainer._generate_and_score_completions(trainer, [train[i] for i in range(4) for _ in range(4)])
+    out = GRPOTrainer._generate_and_score_completions(trainer, batch)
     assert (out["advantages"] != 0).any()
     return trainer, model, out
 
@@ -1364,7 +1382,7 @@ def test_trl_path_lam_equals_delta_py_on_the_same_batch(tiny, tmp_path):
     """The h TRL's pass yields (a hook on the backbone) and its log-probs are delta.py's LM-head inputs and
     log-probs: the trainer's lam equals delta_coefficients on delta.py's own forward of the same batch."""
     trainer, model, out = trl_generation_batch(tiny, tmp_path)
-    lam = trainer.delta_lam(out)
+    lam = trainer.delta_lam(out, *trainer.lm_head_inputs(out))
     ids, T = torch.cat([out["prompt_ids"], out["completion_ids"]], 1), out["completion_ids"].shape[1]
     am, mask = torch.cat([out["prompt_mask"], out["completion_mask"]], 1), out["completion_mask"].bool()
     with torch.no_grad():
@@ -1374,13 +1392,36 @@ def test_trl_path_lam_equals_delta_py_on_the_same_batch(tiny, tmp_path):
     assert lam[mask].mean().item() == pytest.approx(1.0, abs=1e-5) and torch.all(lam[~mask] == 0)
 
 
+def test_trl_path_takes_h_from_trls_own_pi_old_pass(tiny, tmp_path):
+    """With 2 optimizer steps per generation batch TRL computes pi_old itself: the trainer takes h from that pass
+    (no pass of its own) and its lam is delta_coefficients on delta.py's forward of the batch."""
+    trainer, model, batch = trl_trainer(tiny, tmp_path, prompts=8)
+    passes, seen = [], {}
+    trainer.lm_head_inputs = lambda out: passes.append("own") or type(trainer).lm_head_inputs(trainer, out)
+    delta_lam = trainer.delta_lam
+    trainer.delta_lam = lambda out, h, logp: (seen.update(adv=out["advantages"], h=h, logp=logp)
+                                              or delta_lam(out, h, logp))
+    torch.manual_seed(0)
+    out = trainer._generate_and_score_completions(batch)
+    assert passes == [] and torch.equal(seen["logp"], out["old_per_token_logps"])
+    ids, T = torch.cat([out["prompt_ids"], out["completion_ids"]], 1), out["completion_ids"].shape[1]
+    am, mask = torch.cat([out["prompt_mask"], out["completion_mask"]], 1), out["completion_mask"].bool()
+    with torch.no_grad():
+        logp, _, h = delta.response_logprobs(model, ids, am, T, trainer.temperature)
+    assert torch.allclose(seen["h"][mask], h[mask], atol=1e-5)
+    assert torch.allclose(seen["logp"][mask], logp[mask], atol=1e-5)
+    adv = seen["adv"]  # [B], before the change; out's are now A lam, [B, T]
+    lam = delta_coefficients(token_features(h, logp), adv, mask)
+    assert (adv != 0).any() and torch.allclose(out["advantages"], adv[:, None] * lam, atol=1e-5)
+
+
 @pytest.mark.parametrize("band", [(1.0, 1.0), (0.8, 1.2)])
 def test_trl_path_loss_is_delta_py_policy_loss(tiny, tmp_path, band):
     """TRL's dapo loss with [B, T] advantages A lam is delta.py's policy_loss(..., lam) in value and gradient,
     off-policy too (clips and TRL's delta = the dual clip bind); with lam = 1 it is TRL's own dapo loss."""
     trainer, model, out = trl_generation_batch(tiny, tmp_path, lam_min=band[0], lam_max=band[1])
     model.eval()  # TRL's eval-mode normaliser: the batch's token count (no accumulation window)
-    lam = trainer.delta_lam(out)
+    lam = trainer.delta_lam(out, *trainer.lm_head_inputs(out))
     ids, T = torch.cat([out["prompt_ids"], out["completion_ids"]], 1), out["completion_ids"].shape[1]
     am, mask = torch.cat([out["prompt_mask"], out["completion_mask"]], 1), out["completion_mask"].bool()
     with torch.no_grad():
@@ -1409,7 +1450,7 @@ def test_trl_path_loss_is_delta_py_policy_loss(tiny, tmp_path, band):
 
 def test_a_short_trl_run_with_delta_raises_held_out_accuracy(tiny, tmp_path):
     """examples/trl_delta.py as a user runs it, on the tiny model after a supervised warm start (300 steps of
-    delta.py's warm-start loop at batch 64, without its accuracy checks): 24 generation batches of 32 prompts x 8
+    delta.py's warm-start loop at batch 64, without its accuracy checks): 16 generation batches of 32 prompts x 8
     raise greedy held-out accuracy (256 problems)."""
     pytest.importorskip("trl")
     model, tok = delta.load_model(tiny, torch.device("cpu"))
@@ -1427,10 +1468,10 @@ def test_a_short_trl_run_with_delta_raises_held_out_accuracy(tiny, tmp_path):
     model.save_pretrained(tmp_path / "warm")
     tok.save_pretrained(tmp_path / "warm")
     env = dict(os.environ, OMP_NUM_THREADS="2", PYTHONWARNINGS="ignore", HF_HUB_OFFLINE="1")
-    p = subprocess.run([sys.executable, "examples/trl_delta.py", "--model", str(tmp_path / "warm"), "--steps", "48",
+    p = subprocess.run([sys.executable, "examples/trl_delta.py", "--model", str(tmp_path / "warm"), "--steps", "32",
                         "--output_dir", str(tmp_path / "trl")], cwd=ROOT, env=env, capture_output=True, text=True,
                        timeout=900)
     assert p.returncode == 0, p.stderr[-3000:]
     before, after = map(float, p.stdout.split("held-out greedy accuracy:")[1].split("->"))
-    print(f"\nTRL + DelTA, 24 generation batches: held-out greedy accuracy {before:.3f} -> {after:.3f}")
+    print(f"\nTRL + DelTA, 16 generation batches: held-out greedy accuracy {before:.3f} -> {after:.3f}")
     assert after >= before + 0.05, (before, after)

@@ -701,11 +701,12 @@ def test_limits_hold_for_the_item_not_per_process():
     assert size == rewards.LIMITS["disk"] and files == rewards.LIMITS["files"]
     if rewards._memory_limited(rewards._item_cgroups()):
         assert "rlvr-" in out  # the item's cgroups hold it
-        hog = ("import os\nkids = []\nfor _ in range(4):\n    pid = os.fork()\n    if pid == 0:\n        x = bytearray(400 << 20)\n"
-               "        x[::4096] = b'y' * len(x[::4096])\n        os._exit(0)\n    kids.append(pid)\n"
+        hog = ("import os, time\nkids = []\nfor _ in range(4):\n    pid = os.fork()\n    if pid == 0:\n        x = bytearray(400 << 20)\n"
+               "        x[::4096] = b'y' * len(x[::4096])\n        time.sleep(4)\n        os._exit(0)\n"
+               "    kids.append(pid)\n"
                "print(sum(os.waitstatus_to_exitcode(os.waitpid(p, 0)[1]) == 0 for p in kids))")
         out = rewards._run_sandboxed(hog, {"mode": "stdin", "inputs": [""]}, 30)["results"][0]["out"]
-        assert int(out or 0) <= 2  # 4 x 400 MiB at once do not fit in the item's 1 GiB
+        assert int(out or 0) <= 2  # 4 x 400 MiB held at once (each sleeps) do not fit in the item's 1 GiB
 
 
 GRADER_ATTACKS = {  # call and assert programs that try to make grading itself fail

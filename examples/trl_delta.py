@@ -13,7 +13,9 @@ transformers 5.24, torch 2.13). Any trainer touches three places:
 TRL internals this relies on (trl/trainer/grpo_trainer.py of 1.16.0): `_generate_and_score_completions` returns
 the generation batch with `advantages` [B]; `_compute_loss` accepts [B, T] advantages ("to support subclasses");
 `_get_per_token_logps_and_entropies` runs the backbone (`model.base_model`) and a fused LM head on its
-`last_hidden_state`, so the head's own forward never runs and h is taken from the backbone's output.
+`last_hidden_state`, so the head's own forward never runs and h is taken from the backbone's output; TRL computes
+pi_old in that function, over self.model, before any reference pass, when a generation batch feeds several
+optimizer steps (`steps_per_generation` > `gradient_accumulation_steps`, as below) or vLLM samples.
 """
 import argparse
 import os
@@ -32,43 +34,63 @@ class DeltaGRPOTrainer(GRPOTrainer):
     dual clip) the loss is delta.py's `policy_loss(..., lam)`."""
 
     def __init__(self, *args, lam_min=0.8, lam_max=1.2, K=1, **kwargs):
+        self.captured = None  # (h, logp) of the pi_old pass while a rollout is scored
         super().__init__(*args, **kwargs)
         self.lam_min, self.lam_max, self.K = lam_min, lam_max, K
 
     def _generate_and_score_completions(self, inputs):
-        out = super()._generate_and_score_completions(inputs)  # sampled, rewarded, group advantages [B]
-        out["advantages"] = out["advantages"][:, None] * self.delta_lam(out)  # 3. Eq. E  [B, T]
+        self.captured = []
+        try:
+            out = super()._generate_and_score_completions(inputs)  # sampled, rewarded, group advantages [B]
+        finally:
+            captured, self.captured = self.captured, None
+        h, logp = captured[0] if captured else self.lm_head_inputs(out)  # 1. [B, T, H], [B, T]
+        out["advantages"] = out["advantages"][:, None] * self.delta_lam(out, h, logp)  # 3. Eq. E  [B, T]
         return out
 
+    def _get_per_token_logps_and_entropies(self, model, input_ids, attention_mask, logits_to_keep, *args, **kwargs):
+        """TRL's log-prob pass. While a rollout is scored, the pass over self.model is the one that yields pi_old
+        (TRL runs it first, before any reference pass): a hook on the backbone keeps h, its last hidden state
+        (after the final norm) at the positions that predict each completion token."""
+        if self.captured is None or model is not self.model:
+            return super()._get_per_token_logps_and_entropies(model, input_ids, attention_mask, logits_to_keep,
+                                                               *args, **kwargs)
+        hidden = []
+        backbone = self.accelerator.unwrap_model(model).base_model
+        hook = backbone.register_forward_hook(
+            lambda m, i, o: hidden.append(o.last_hidden_state[:, -logits_to_keep - 1:-1]))
+        try:
+            result = super()._get_per_token_logps_and_entropies(model, input_ids, attention_mask, logits_to_keep,
+                                                                 *args, **kwargs)
+        finally:
+            hook.remove()
+        self.captured.append((torch.cat(hidden), result[0]))  # [B, T, H], [B, T]
+        return result
+
     @torch.no_grad()
-    def delta_lam(self, out):
+    def lm_head_inputs(self, out):
+        """One no-grad log-prob pass for h and pi_old, when TRL ran none: with one optimizer step per generation
+        batch TRL takes pi_old = pi at the update and skips it."""
+        ids = torch.cat([out["prompt_ids"], out["completion_ids"]], 1)  # [B, P + T]
+        attention, self.captured = torch.cat([out["prompt_mask"], out["completion_mask"]], 1), []
+        try:
+            self._get_per_token_logps_and_entropies(self.model, ids, attention, out["completion_ids"].shape[1],
+                                                    batch_size=self.args.per_device_train_batch_size)
+            return self.captured[0]
+        finally:
+            self.captured = None
+
+    @torch.no_grad()
+    def delta_lam(self, out, h, logp):
         """lam [B, T] of this rank's rows, computed over the whole generation batch of every rank."""
-        h, logp = self.lm_head_inputs(out)  # 1. [B, T, H], [B, T]
         mask = out["completion_mask"].bool() & out.get("tool_mask", out["completion_mask"]).bool()  # [B, T]
         group = torch.distributed.group.WORLD if self.accelerator.num_processes > 1 else None  # 2. the batch's ranks
         stats = {}
         lam = delta_coefficients(token_features(h, logp), out["advantages"], mask, self.K, self.lam_min, self.lam_max,
                                  stats=stats, group=group)  # [B, T]
-        mode = "train" if self.model.training else "eval"
         for k in ("disc_acc", "scale"):
-            self._metrics[mode][f"delta/{k}"].append(stats[k])
+            self._metrics["train" if self.model.training else "eval"][f"delta/{k}"].append(stats[k])
         return lam
-
-    def lm_head_inputs(self, out):
-        """TRL's own log-prob pass (the one that yields pi_old) with a hook on the backbone: h is its last hidden
-        state (after the final norm) at the positions that predict each completion token. TRL computes old log-probs
-        only with several optimizer steps per generation; this pass always runs (one no-grad forward)."""
-        ids = torch.cat([out["prompt_ids"], out["completion_ids"]], 1)  # [B, P + T]
-        attention = torch.cat([out["prompt_mask"], out["completion_mask"]], 1)
-        T, hidden = out["completion_ids"].shape[1], []
-        backbone = self.accelerator.unwrap_model(self.model).base_model
-        hook = backbone.register_forward_hook(lambda m, i, o: hidden.append(o.last_hidden_state[:, -T - 1:-1]))
-        try:
-            logp, _, _ = self._get_per_token_logps_and_entropies(self.model, ids, attention, T,
-                                                                  batch_size=self.args.per_device_train_batch_size)
-        finally:
-            hook.remove()
-        return torch.cat(hidden), logp  # [B, T, H], [B, T]
 
 
 def addition_data(n_eval=256):
