@@ -687,6 +687,58 @@ def test_attacks_score_zero_and_leave_the_host_as_it_was(host_bait, name):
     assert shutil.disk_usage(tempfile.gettempdir()).free > free - (64 << 20)  # nothing stays on the host's disk
 
 
+SERVE_THE_ANSWER = """import os, socket, time
+os.makedirs('/tmp', exist_ok=True)
+servers = []
+for where in ('\\0rlvr-answer', os.path.abspath('answer.sock'), '/tmp/answer.sock'):
+    s = socket.socket(socket.AF_UNIX)
+    s.bind(where)
+    s.listen()
+    s.setblocking(False)
+    servers.append(s)
+end = time.time() + 5
+while time.time() < end:
+    for s in servers:
+        try:
+            s.accept()[0].sendall(b'SECRET_ANSWER')
+        except BlockingIOError:
+            pass
+    time.sleep(0.02)
+print('served')"""
+ASK_A_SIBLING = """import glob, os, socket, time
+end, got = time.time() + 5, ''
+while time.time() < end and not got:
+    places = ['\\0rlvr-answer'] + [p for d in ('.', '..', '../*', '/tmp', '/tmp/*', '/tmp/*/*', '/dev/shm', '/run')
+                                 for p in glob.glob(os.path.join(d, '*.sock'))]
+    for where in places:
+        try:
+            c = socket.socket(socket.AF_UNIX)
+            c.connect(where)
+            got = c.recv(64).decode()
+        except OSError:
+            pass
+    time.sleep(0.05)
+print(got or 'alone')"""
+
+
+@needs_root_ns
+def test_items_graded_at_once_cannot_reach_each_other():
+    """Two items on the pool's two workers at once: one serves the expected output on a unix socket (abstract, in its
+    work folder and in /tmp), the other looks for it there, in its siblings' folders and in the abstract namespace."""
+    stats = {}
+    spec = {"inputs": [""], "outputs": ["SECRET_ANSWER"]}
+    got = score_batch([fence(SERVE_THE_ANSWER), fence(ASK_A_SIBLING)], [spec, spec], "code", timeout=10, stats=stats)
+    assert got == [0.0, 0.0] and stats["errors"] == 0
+    with tempfile.TemporaryDirectory() as d:  # the control: the same two programs unconfined, in sibling folders
+        os.makedirs(f"{d}/a")
+        os.makedirs(f"{d}/b")
+        server = subprocess.Popen([sys.executable, "-c", SERVE_THE_ANSWER.replace(", '/tmp/answer.sock'", "")],
+                                  cwd=f"{d}/a", stdout=subprocess.DEVNULL)
+        asked = subprocess.run([sys.executable, "-c", ASK_A_SIBLING], cwd=f"{d}/b", capture_output=True, text=True)
+        server.wait()
+    assert asked.stdout.strip() == "SECRET_ANSWER"
+
+
 @needs_root_ns
 def test_limits_hold_for_the_item_not_per_process():
     """Memory is the item's (a cgroup), not an address-space limit per process: 20 threads run; disk bytes
