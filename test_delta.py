@@ -848,7 +848,7 @@ FAST = ["--prompts_per_step", "8", "--group_size", "4", "--mini_batch_prompts", 
 
 
 def run_delta(*argv, env_extra=None, torchrun=False, cwd=ROOT):
-    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONWARNINGS="ignore")
+    env = dict(os.environ, OMP_NUM_THREADS="1" if torchrun else "2", PYTHONWARNINGS="ignore")  # the 2 cores
     env.update(env_extra or {})
     cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--standalone"] if torchrun else [sys.executable]
     return subprocess.run(cmd + ["delta.py", *argv], cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
@@ -1457,14 +1457,20 @@ def test_a_short_trl_run_with_delta_raises_held_out_accuracy(tiny, tmp_path):
     train_rows, _ = delta.TASKS["addition"]["build"](0, 256)
     opt, gen = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.0), torch.Generator().manual_seed(1)
     torch.manual_seed(0)
-    for _ in range(300):
-        rows = [train_rows[i] for i in torch.randint(len(train_rows), (64,), generator=gen)]
-        b = delta.pack(tok, [delta.prompt_text(tok, r["question"]) for r in rows], [r["solution"] for r in rows], "cpu")
-        m = b["response_mask"]
-        logp = delta.response_logprobs(model, b["input_ids"], b["attention_mask"], m.shape[1], 1.0)[0]
-        (-(logp * m).sum() / m.sum()).backward()
-        opt.step()
-        opt.zero_grad(set_to_none=True)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(2)  # both cores, as the example's own process below
+    try:
+        for _ in range(300):
+            rows = [train_rows[i] for i in torch.randint(len(train_rows), (64,), generator=gen)]
+            b = delta.pack(tok, [delta.prompt_text(tok, r["question"]) for r in rows], [r["solution"] for r in rows],
+                           "cpu")
+            m = b["response_mask"]
+            logp = delta.response_logprobs(model, b["input_ids"], b["attention_mask"], m.shape[1], 1.0)[0]
+            (-(logp * m).sum() / m.sum()).backward()
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+    finally:
+        torch.set_num_threads(threads)
     model.save_pretrained(tmp_path / "warm")
     tok.save_pretrained(tmp_path / "warm")
     env = dict(os.environ, OMP_NUM_THREADS="2", PYTHONWARNINGS="ignore", HF_HUB_OFFLINE="1")

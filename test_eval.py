@@ -257,7 +257,7 @@ def test_readme_eval_commands_run_verbatim_after_training(tmp_path):
     first_eval = next(line for line in readme.splitlines() if line.startswith("python eval.py --model runs/"))
     work = tmp_path / "w"
     shutil.copytree(ROOT, work, ignore=shutil.ignore_patterns("runs", ".git", "__pycache__", "*.pyc"))
-    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONWARNINGS="ignore")
+    env = dict(os.environ, OMP_NUM_THREADS="2", PYTHONWARNINGS="ignore")
     train = subprocess.run([sys.executable, "delta.py", "--max_steps", "1", "--eval_every", "0", "--eval_size", "32",
                             "--progress", "false"], cwd=work, env=env, capture_output=True, text=True, timeout=900)
     assert train.returncode == 0, train.stderr[-3000:]
