@@ -17,55 +17,26 @@ goes per token category (bench/rollouts.py over the rollouts dumped every 20 ste
 import argparse
 import glob
 import json
-import math
 import os
-import shutil
-import subprocess
 import sys
-import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from reproduce import area, mean_ci, read, run_all as run_jobs  # noqa: E402  the runner and statistics, shared
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SETTINGS = ["--task", "filler", "--prompts_per_step", "16", "--group_size", "8", "--mini_batch_prompts", "8",
             "--lr", "5e-5", "--max_steps", "80", "--eval_every", "10", "--eval_samples", "4", "--eval_size", "256",
             "--max_new_tokens", "128", "--save_every", "0", "--dump_rollouts_every", "20", "--progress", "false"]
 ARMS = ("dapo", "oracle", "delta", "lam_top", "lam_bottom")
-T975 = [12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145, 2.131,
-        2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042]
 
 
 def run_all(jobs, out, parallel=2):
-    """Run `delta.py argv` for every (folder, argv) without a finished run, `parallel` at a time."""
-    pending = [(d, a) for d, a in jobs if not os.path.exists(os.path.join(d, "final"))]
-    running, started = [], time.time()
-    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONWARNINGS="ignore")
-    while pending or running:
-        for job in list(pending):
-            if len(running) >= parallel:
-                break
-            d, argv = job
-            needs = argv[argv.index("--model") + 1] if "--model" in argv else None
-            if needs and not os.path.exists(needs):  # its warm start has not finished
-                continue
-            pending.remove(job)
-            shutil.rmtree(d, ignore_errors=True)  # an unfinished run starts over
-            os.makedirs(d)
-            log = open(os.path.join(d, "stderr.log"), "w")
-            script = "bench/oracle.py" if "oracle" in argv else "delta.py"  # the oracle: an ALGOS entry from outside
-            running.append((d, subprocess.Popen([sys.executable, script, "--output_dir", d, *argv], cwd=ROOT, env=env,
-                                                stdout=subprocess.DEVNULL, stderr=log), log))
-            print(f"[{time.time() - started:6.0f} s] start {d}", flush=True)
-        if pending and not running:
-            raise RuntimeError(f"{pending[0][0]} waits for a warm start that no run makes")
-        time.sleep(2)
-        for item in list(running):
-            d, proc, log = item
-            if proc.poll() is not None:
-                log.close()
-                running.remove(item)
-                print(f"[{time.time() - started:6.0f} s] {'done' if proc.returncode == 0 else 'FAILED, see ' + d} {d}",
-                      flush=True)
+    """reproduce.run_all, one thread a run (the oracle is an ALGOS entry from outside: bench/oracle.py runs it),
+    and the wall time added to out/wall_time.json, summed over invocations."""
+    seconds = run_jobs([(d, argv, "bench/oracle.py" if "oracle" in argv else "delta.py") for d, argv in jobs],
+                       parallel, threads=1)
     clock = os.path.join(out, "wall_time.json")
-    total = (json.load(open(clock))["seconds"] if os.path.exists(clock) else 0.0) + time.time() - started
+    total = (json.load(open(clock))["seconds"] if os.path.exists(clock) else 0.0) + seconds
     with open(clock, "w") as f:
         json.dump({"seconds": total, "note": "summed over every invocation of bench/experiment.py"}, f)
 
@@ -73,16 +44,6 @@ def run_all(jobs, out, parallel=2):
 def seeds(spec):
     lo, _, hi = spec.partition("-")
     return list(range(int(lo), int(hi or lo) + 1))
-
-
-def read(d):
-    return [json.loads(line) for line in open(os.path.join(d, "metrics.jsonl"))]
-
-
-def area(points):
-    """The trapezoid mean of a curve [(step, value)] over its steps."""
-    total = sum((s1 - s0) * (a0 + a1) / 2 for (s0, a0), (s1, a1) in zip(points, points[1:]))
-    return total / (points[-1][0] - points[0][0])
 
 
 def metrics(d):
@@ -95,14 +56,6 @@ def metrics(d):
             "length": sum(r["response/length"] for r in steps[-10:]) / 10,
             "entropy": sum(r["entropy"] for r in steps[-10:]) / 10,
             "seconds": sum(r["time/generate"] + r["time/score"] + r["time/train"] for r in steps)}
-
-
-def mean_ci(xs):
-    n, m = len(xs), sum(xs) / len(xs)
-    if n < 2:
-        return m, float("nan"), float("nan")
-    sd = math.sqrt(sum((x - m) ** 2 for x in xs) / (n - 1))
-    return m, sd, T975[min(n - 2, len(T975) - 1)] * sd / math.sqrt(n)
 
 
 def gate(done):
@@ -154,7 +107,6 @@ def report(out):
 def claim_b(out, arm="delta"):
     """Where an arm's update goes (DelTA's: claim (b)), per token category and side, from every dump of its
     finished runs: bench/rollouts.py's statistics averaged over dumps and seeds."""
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     import rollouts
 
     rows = [dict(rollouts.category_stats(*rollouts.load(f)))

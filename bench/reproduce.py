@@ -39,7 +39,8 @@ ABLATIONS = {  # DelTA with one component removed (paper Sec. 5)
     "delta, no mass normalisation": ["--algo", "delta", "--delta_normalise", "false"],
     "delta, no linear map": ["--algo", "delta", "--lam_min", "0", "--lam_max", "1"],
 }
-T975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262, 10: 2.228}
+T975 = [12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145, 2.131,
+        2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042]  # df 1..30
 
 
 def folder_name(method):
@@ -51,19 +52,27 @@ def folder(out, task, method, seed):
 
 
 def run_all(jobs_list, parallel, threads):
-    """Run delta.py for every (folder, argv) whose final/ is missing, `parallel` at a time."""
-    pending = [(d, a) for d, a in jobs_list if not os.path.exists(os.path.join(d, "final"))]
+    """Run `python script --output_dir folder *argv` for every (folder, argv, script) whose final/ is missing,
+    `parallel` at a time. A job whose --model is another job's final/ (a shared warm start) waits for it."""
+    pending = [job for job in jobs_list if not os.path.exists(os.path.join(job[0], "final"))]
+    made = {os.path.join(d, "final") for d, _, _ in jobs_list}
     running, started = [], time.time()
     env = dict(os.environ, OMP_NUM_THREADS=str(threads), PYTHONWARNINGS="ignore")
     while pending or running:
-        while pending and len(running) < parallel:
-            d, argv = pending.pop(0)
+        for job in list(pending):
+            d, argv, script = job
+            needs = argv[argv.index("--model") + 1] if "--model" in argv else None
+            if len(running) >= parallel or (needs in made and not os.path.exists(needs)):
+                continue
+            pending.remove(job)
             shutil.rmtree(d, ignore_errors=True)  # an unfinished run starts over
             os.makedirs(d)
             log = open(os.path.join(d, "stderr.log"), "w")
-            running.append((d, subprocess.Popen([sys.executable, "delta.py", "--output_dir", d, *argv], cwd=ROOT,
+            running.append((d, subprocess.Popen([sys.executable, script, "--output_dir", d, *argv], cwd=ROOT,
                                                 env=env, stdout=subprocess.DEVNULL, stderr=log), log))
             print(f"[{time.time() - started:7.0f} s] start {d}", flush=True)
+        if pending and not running:
+            raise RuntimeError(f"{pending[0][0]} waits for a warm start that no run makes")
         time.sleep(2)
         for item in list(running):
             d, proc, log = item
@@ -79,6 +88,7 @@ def read(d):
     return [json.loads(line) for line in open(os.path.join(d, "metrics.jsonl"))]
 
 
+KEPT = "## Readings, corrected"  # a section of docs/reproduce.md written by hand, kept when the page is made again
 STEPS = [None]  # the step every report ends at (--steps): a longer run is cut there, and equals a run of that length
 
 
@@ -99,16 +109,17 @@ def area(points):
 
 
 def mean_ci(values):
+    """The mean, the sample sd and the half-width of the 95 % t interval."""
     n = len(values)
     m = sum(values) / n
     if n < 2:
-        return m, float("nan")
+        return m, float("nan"), float("nan")
     sd = math.sqrt(sum((v - m) ** 2 for v in values) / (n - 1))
-    return m, T975.get(n - 1, 1.96) * sd / math.sqrt(n)
+    return m, sd, (T975[n - 2] if n - 1 <= len(T975) else 1.96) * sd / math.sqrt(n)
 
 
 def fmt(values, scale=100):
-    m, ci = mean_ci(values)
+    m, _, ci = mean_ci(values)
     return f"{scale * m:.1f} ± {scale * ci:.1f}" if ci == ci else f"{scale * m:.1f}"
 
 
@@ -153,8 +164,11 @@ def report(out, tasks, methods, seeds_of, docs, wall):
         lines.append("")
         plot(out, task, methods, seeds_of, docs)
         lines += [f"![{task}](reproduce-{task}.png)", ""]
-    text = "\n".join(lines)
-    with open(os.path.join(docs, "reproduce.md"), "w") as f:
+    text, page = "\n".join(lines), os.path.join(docs, "reproduce.md")
+    old = open(page).read() if os.path.exists(page) else ""
+    if KEPT in old:  # the readings written by hand after an audit stay at the end of the page
+        text += "\n" + KEPT + old.split(KEPT, 1)[1]
+    with open(page, "w") as f:
         f.write(text)
     print(text)
 
@@ -228,8 +242,8 @@ def main():
     methods = args.methods.split(",") + (list(ABLATIONS) if args.ablations else [])
     spec = dict(METHODS, **ABLATIONS)
     seeds_of = lambda m: range(args.seeds if m in ("delta", "dapo") else args.other_seeds)
-    jobs = [(folder(args.out, t, m, s), spec[m] + ["--task", t, "--seed", str(s), "--max_steps", str(args.steps),
-                                                   "--eval_every", "10", "--save_every", "0", "--progress", "false", *extra])
+    common = ["--max_steps", str(args.steps), "--eval_every", "10", "--save_every", "0", "--progress", "false", *extra]
+    jobs = [(folder(args.out, t, m, s), spec[m] + ["--task", t, "--seed", str(s), *common], "delta.py")
             for s in range(max(args.seeds, args.other_seeds)) for t in tasks for m in methods if s in seeds_of(m)]
     clock = os.path.join(args.out, "wall_time.json")  # summed over invocations, since finished runs are kept
     wall = json.load(open(clock))["seconds"] if os.path.exists(clock) else 0.0
