@@ -800,6 +800,10 @@ def build_root(req):
     root = req["root"]
     mount(None, "/", REC | PRIVATE)
     mount("tmpfs", root, NOSUID | NODEV, "tmpfs", "size=8m,mode=755")
+    os.makedirs(root + "/work")  # first: a Python installation may live below /tmp or /work (a venv there)
+    mount("tmpfs", root + "/work", NOSUID | NODEV, "tmpfs", f"size={req['disk']},nr_inodes={req['files']},mode=1777")
+    os.makedirs(root + "/tmp")
+    mount(root + "/work", root + "/tmp", BIND)  # /tmp is /work
     for src in req["binds"]:
         dst = root + src
         if os.path.islink(src):
@@ -829,9 +833,6 @@ def build_root(req):
             break
         except OSError:
             continue
-    os.makedirs(root + "/work")
-    mount("tmpfs", root + "/work", NOSUID | NODEV, "tmpfs", f"size={req['disk']},nr_inodes={req['files']},mode=1777")
-    os.symlink("/work", root + "/tmp")
     os.makedirs(root + "/.old")
     mount(None, root, REMOUNT | RDONLY | NOSUID | NODEV)  # the root itself is read-only
     os.chdir(root)

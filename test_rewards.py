@@ -640,7 +640,8 @@ def test_the_program_sees_only_its_own_root_as_a_stranger(host_bait):
                                  "work", ".old"} | {p[1:] for p in python_tops}, seen["root"]
     assert set(seen["etc"]) <= {"ld.so.cache", "localtime"} and not seen["sys"] and not seen["proc_sys"]
     assert seen["dev"] == ["fd", "null", "random", "shm", "urandom", "zero"]
-    assert set(seen["tmp"]) <= {".in0", ".out0"}  # /tmp is the item's own /work: the host's /tmp is not there
+    under_tmp = {b.split("/")[2] for b in rewards._binds() if b.startswith("/tmp/")}  # a Python below /tmp (a venv)
+    assert set(seen["tmp"]) <= {".in0", ".out0"} | under_tmp  # /tmp is the item's own /work, not the host's /tmp
     assert "home" not in seen["root"] or not seen["home"]
     assert not any(seen[k] for k in ("secret_file", "socket", "shm", "userns", "mount", "key_read", "key_add",
                                      "root_writable", "mknod")), seen
@@ -737,6 +738,18 @@ def test_items_graded_at_once_cannot_reach_each_other():
         asked = subprocess.run([sys.executable, "-c", ASK_A_SIBLING], cwd=f"{d}/b", capture_output=True, text=True)
         server.wait()
     assert asked.stdout.strip() == "SECRET_ANSWER"
+
+
+@needs_root_ns
+def test_a_python_in_a_venv_below_tmp_runs_the_sandbox(tmp_path):
+    """A virtual environment below /tmp (or /work), as a fresh CI set-up makes: its binds live inside the program's
+    /tmp, which is the item's /work, and grading still works."""
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", "--system-site-packages", str(venv)], check=True)
+    code = (f"import sys; sys.path.insert(0, {os.path.dirname(os.path.abspath(__file__))!r}); import rewards; "
+            f"print(rewards.code_reward({fence(ADD)!r}, {ASSERT!r}), rewards.code_reward({fence(ADD)!r}, {CALL!r}))")
+    p = subprocess.run([str(venv / "bin" / "python"), "-c", code], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0 and p.stdout.split() == ["1.0", "1.0"], p.stderr[-2000:]
 
 
 @needs_root_ns
