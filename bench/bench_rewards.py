@@ -56,7 +56,7 @@ def main():
         dt = time.perf_counter() - t
         print(f"{kind}: {len(items)} items in {dt:.1f} s = {len(items) / dt:.1f} verifications/s "
               f"({sum(verdicts) / len(items):.0%} right)")
-    print(f"sandbox mode: {rewards._sandbox_mode()}, workers: {min(4, os.cpu_count() or 1)}")
+    print(f"sandbox mode: {rewards._sandbox().mode()}, workers: {min(4, os.cpu_count() or 1)}")
 
 
 if __name__ == "__main__":

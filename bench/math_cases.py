@@ -1,7 +1,9 @@
-r"""Hand-written test cases for math answer equivalence (RLVR verifier), in the formats of real data.
+r"""The one table of math cases written for this project: test_rewards.py grades it (once per session) and
+bench/bench_math_cases.py compares plain math-verify with it. Answer pairs in the formats of real data.
 
 CASES = [dict(cls, response, gold, expected, debatable, note), ...]
-  cls       'A'..'K' (failure classes from the outside evaluation) or 'bulk' (realistic mix)
+  cls       'A'..'K' (failure classes from the outside evaluation), 'bulk' (realistic mix), and, merged from
+            test_rewards.py's former table, 'short' rows and the named classes of CLASSES
   response  a full model response (mostly Qwen3 style: <think>...</think> then a boxed final answer)
   gold      the reference answer (str; a few int / float in DeepMath / GSM8K style)
   expected  1 if a careful human grader would count the response correct, else 0
@@ -521,6 +523,202 @@ c("bulk", None, r"-2, 3", 1, "roots with words, Qwen style", response=(
     "<think>\nFactor: $(x+2)(x-3)=0$.\n</think>\n\nThe solutions are\n\\[\n\\boxed{x = -2 \\text{ or } x = 3}\n\\]"))
 c("bulk", None, r"\text{(B)}", 1, "letter with value after think", response=(
     "<think>\nThe value is 12, which is option (B).\n</think>\n\nThe answer is $\\boxed{\\textbf{(B) } 12}$."))
+
+# =====================================================================================
+# The rows test_rewards.py held before the merge (one table now): short responses, and the failure classes of
+# an outside evaluation written as Qwen3 writes (reasoning in <think> with a draft box that must not count)
+# =====================================================================================
+B = lambda s: f"Some reasoning first. So the answer is $\\boxed{{{s}}}$."
+
+MATH_CASES = [  # (response, gold, expected verdict)
+    # plain numbers, signs, leading zeros, decimals, huge integers
+    (B("42"), "42", 1), (B("42"), 42, 1), (B("-42"), "42", 0), (B("+42"), "42", 1), (B("007"), "7", 1),
+    (B("4.0"), "4", 1), (B("4.00"), 4, 1), (B("4.01"), "4", 0), (B("0.5"), "\\frac{1}{2}", 1),
+    (B("\\frac{1}{2}"), "0.5", 1), (B("\\dfrac{1}{2}"), "0.5", 1), (B("\\tfrac{1}{2}"), "\\frac12", 1),
+    (B("\\frac12"), "0.5", 1), (B("1/2"), "\\frac{1}{2}", 1), (B("-\\frac{3}{4}"), "-0.75", 1),
+    (B("\\frac{-3}{4}"), "-0.75", 1), (B("0.333"), "\\frac{1}{3}", 0), (B("0.3333333"), "1/3", 0),
+    (B(".5"), "0.5", 1), (B("2/4"), "\\frac{1}{2}", 1),
+    (B("123456789012345678901234567890"), "123456789012345678901234567890", 1),
+    (B("123456789012345678901234567891"), "123456789012345678901234567890", 0),
+    (B("1" + "0" * 5000), "1" + "0" * 5000, 1), (B("1" + "0" * 5000), "1" + "0" * 4999 + "1", 0),
+    # thousands separators
+    (B("1,000"), "1000", 1), (B("1{,}000"), "1000", 1), (B("1,000,000"), 1000000, 1), (B("1\\,000"), "1000", 1),
+    (B("1,000"), "100", 0),
+    # radicals, pi, symbolic
+    (B("\\sqrt{8}"), "2\\sqrt{2}", 1), (B("2\\sqrt{2}"), "\\sqrt{8}", 1), (B("\\sqrt{2}"), "2\\sqrt{2}", 0),
+    (B("\\frac{\\sqrt{2}}{2}"), "\\frac{1}{\\sqrt{2}}", 1), (B("1.41421356237"), "\\sqrt{2}", 1),
+    (B("1.4142"), "\\sqrt{2}", 0), (B("2\\pi"), "2\\pi", 1), (B("\\pi \\cdot 2"), "2\\pi", 1), (B("6.28"), "2\\pi", 0),
+    (B("x^2+2x+1"), "(x+1)^2", 1), (B("x^2+1"), "(x+1)^2", 0), (B("\\frac{a}{b}"), "a/b", 1),
+    # units, degrees, text, percent
+    (B("30^\\circ"), "30", 1), (B("30^{\\circ}"), "30", 1), (B("30"), "30^\\circ", 1), (B("5\\text{ cm}"), "5", 1),
+    (B("5 \\text{cm}"), "5", 1), (B("5 cm"), "5", 1), (B("50\\%"), "50", 1), (B("\\text{Monday}"), "Monday", 1),
+    (B("\\text{monday}"), "Monday", 1), (B("Tuesday"), "Monday", 0), (B("\\text{(B)}"), "(B)", 1),
+    (B("2x"), "2", 0),
+    # equations
+    (B("x=3"), "3", 1), (B("x = 3"), "3", 1), (B("3"), "x=3", 1), (B("y=2x+1"), "2x+1", 1), (B("x=4"), "3", 0),
+    # tuples, sets, intervals, lists, pm
+    (B("(1,2)"), "(1,2)", 1), (B("(2,1)"), "(1,2)", 0), (B("\\{1,2\\}"), "\\{2,1\\}", 1),
+    (B("\\{1,2\\}"), "\\{1,3\\}", 0), (B("[1,2)"), "[1,2)", 1), (B("[1,2]"), "[1,2)", 0),
+    (B("(-\\infty, 0]"), "(-\\infty,0]", 1), (B("(-\\infty,1)\\cup(2,\\infty)"), "(-\\infty,1)\\cup(2,\\infty)", 1),
+    (B("1, 2"), "2, 1", 1), (B("1, 2"), "1, 2, 3", 0), (B("(0.5, \\frac{1}{3})"), "(\\frac12, \\frac{1}{3})", 1),
+    (B("1 \\pm \\sqrt{2}"), "1+\\sqrt{2}, 1-\\sqrt{2}", 1), (B("1+\\sqrt{2}, 1-\\sqrt{2}"), "1\\pm\\sqrt{2}", 1),
+    (B("\\pm 2"), "2, -2", 1), (B("2"), "\\pm 2", 0),
+    # matrices in any bracket style
+    (B("\\begin{pmatrix}1&2\\\\3&4\\end{pmatrix}"), "\\begin{bmatrix}1&2\\\\3&4\\end{bmatrix}", 1),
+    (B("\\begin{bmatrix}1 & 2 \\\\ 3 & 4\\end{bmatrix}"), "\\begin{pmatrix}1&2\\\\3&5\\end{pmatrix}", 0),
+    (B("\\begin{pmatrix}0.5\\\\ 1\\end{pmatrix}"), "\\begin{pmatrix}\\frac12\\\\1\\end{pmatrix}", 1),
+    # extraction: last box, think, missing / empty / unclosed box, fbox, \boxed x
+    ("\\boxed{1} then \\boxed{2}", "2", 1), ("\\boxed{1} then \\boxed{2}", "1", 0), ("\\boxed{1}, \\boxed{2}", "1, 2", 1),
+    ("<think>\\boxed{7}</think> The answer is \\boxed{8}", "8", 1), ("<think>\\boxed{8}</think> The answer is 7", "8", 0),
+    ("The answer is 42.", "42", 0), ("\\boxed{}", "42", 0), ("\\boxed{42", "42", 0), ("\\fbox{42}", "42", 1),
+    ("so \\boxed 42.", "42", 1), ("\\boxed{\\frac{1}{2}}", "\\frac{1}{2}", 1), ("$\\boxed{\\{1, 2\\}}$", "\\{1,2\\}", 1),
+    # gold given with its own box or dollars
+    (B("12"), "$12$", 1), (B("12"), "\\boxed{12}", 1), (B("12"), 12.0, 1), (B("2.5"), 2.5, 1),
+]
+
+
+# The classes of failure an outside evaluation found, each with its own cases. Responses are written as
+# Qwen3 writes them: reasoning in <think> (with a draft box that must not count), then the final box.
+Q = lambda s: ("<think>\nLet me work through this carefully. A first guess is \\boxed{0}, but let me check.\n"
+               "Yes, after recomputing, the value below is right.\n</think>\n\nCombining the steps above, we get "
+               f"the result.\n\n**Final Answer**\n\\[\n\\boxed{{{s}}}\n\\]")
+ZW = "\u200b"
+CLASSES = {
+    "exact values are compared exactly (near misses score 0)": [
+        ("2^{64}", "2^{64}-1", 0), ("2^{64}-1", "2^{64}-1", 1), ("18446744073709551615", "2^{64}-1", 1),
+        ("18446744073709551616", "2^{64}-1", 0), ("3^{40}+1", "3^{40}", 0), ("12157665459056928801", "3^{40}", 1),
+        ("3628801", "10!", 0), ("3628800", "10!", 1), ("20!+1", "20!", 0), ("2432902008176640000", "20!", 1),
+        ("126410606437753", "\\binom{50}{25}", 0), ("126410606437752", "\\binom{50}{25}", 1), ("100!+1", "100!", 0),
+        ("10^{-12}", "0", 0), ("0", "10^{-15}", 0), ("1e-10", "0", 0), ("10^{-13}", "10^{-12}", 0),
+        ("2^{-51}", "2^{-50}", 0), ("\\frac{1}{2^{40}}", "0", 0), ("1", "1-10^{-12}", 0),
+        ("1", "\\frac{10^{12}}{10^{12}+1}", 0), ("\\frac{10^{30}+1}{10^{30}}", "1", 0), ("0.999999999999", "1", 0),
+        ("10^6", "\\sqrt{10^{12}+1}", 0), ("\\sqrt{10^{12}+1}", "10^{6}", 0), ("10^6", "\\sqrt[3]{10^{18}+1}", 0),
+        ("\\sqrt{10^{12}}", "10^{6}", 1), ("0", "e^{-30}", 0), ("\\frac{104348}{33215}", "\\pi", 0),
+        ("\\frac{665857}{470832}", "\\sqrt{2}", 0), ("3.14159265358979", "\\pi", 1), ("3.14", "\\pi", 0),
+        ("3.1415926535897932", "\\pi", 1), ("1.4142135623731", "\\sqrt{2}", 1), ("1.41421", "\\sqrt{2}", 0),
+        ("0.333333333333", "\\frac{1}{3}", 1), ("0.142857142857", "\\frac{1}{7}", 1), ("0.1000000000001", "0.1", 0),
+        ("2.7182818284590452", "e", 1), ("0.6931471805599453", "\\ln 2", 1), ("0.6931471", "\\ln 2", 0),
+        ("1.8446744073709552\\times10^{19}", "2^{64}", 0), ("2^{10}", "1024", 1), ("7^{20}-1", "7^{20}", 0),
+    ],
+    "signed infinities": [
+        ("-\\infty", "\\infty", 0), ("\\infty", "-\\infty", 0), ("10^{100}", "\\infty", 0), ("-10^{100}", "-\\infty", 0),
+        ("+\\infty", "\\infty", 1), ("\\infty", "+\\infty", 1), ("+ \\infty", "\\infty", 1), ("- \\infty", "-\\infty", 1),
+        ("\\infty", "\\infty", 1), ("-\\infty", "+\\infty", 0), ("0", "\\infty", 0), ("\\infty", "0", 0),
+        ("(0, \\infty)", "(-\\infty, 0)", 0), ("[3, +\\infty)", "[3, \\infty)", 1), ("(-\\infty, 2]", "(-\\infty, 2)", 0),
+        ("(-\\infty, +\\infty)", "(-\\infty, \\infty)", 1), ("\\mathbb{R}", "(-\\infty, \\infty)", 1), ("∞", "\\infty", 1),
+        ("-∞", "-\\infty", 1), ("(-\\infty,-1)\\cup(1,+\\infty)", "(-\\infty, -1) \\cup (1, \\infty)", 1),
+        ("(-\\infty,-1)\\cup(1,\\infty)", "(-\\infty, 1) \\cup (1, \\infty)", 0), (float("inf"), "\\infty", 1),
+    ],
+    "multiple-choice letters in every spelling": [
+        ("(A) or (B)", "A", 0), ("(A) (B) (C) (D)", "A", 0), ("(C) A", "C", 0), ("(B) \\frac{1}{2}", "B", 1),
+        ("C", "\\text{(C)}", 1), ("(C)", "\\text{(C)}", 1), ("\\text{(C)}", "C", 1), ("\\textbf{(C)}", "(C)", 1),
+        ("\\mathrm{(C)}", "C", 1), ("(\\text{C})", "C", 1), ("\\text{C}", "\\text{(C)}", 1), ("\\textbf{(E)}", "E", 1),
+        ("E", "(E)", 1), ("\\textbf{(C) }12", "\\text{(C)}", 1), ("(B) 12", "B", 1), ("D", "\\text{(C)}", 0),
+        ("\\text{(A)}", "\\text{(B)}", 0), ("(C) 12", "\\text{(D)}", 0), ("12", "\\text{(C)}", 0), ("\\textbf{(B)}", "\\mathrm{B}", 1),
+    ],
+    "the empty set in any spelling": [
+        ("\\emptyset", "\\varnothing", 1), ("\\varnothing", "\\emptyset", 1), ("\\{\\}", "\\emptyset", 1),
+        ("\\{ \\}", "\\varnothing", 1), ("\\left\\{ \\right\\}", "\\emptyset", 1), ("\\{\\,\\}", "\\varnothing", 1),
+        ("∅", "\\emptyset", 1), ("\\emptyset", "\\{0\\}", 0), ("\\{0\\}", "\\emptyset", 0), ("0", "\\emptyset", 0),
+        ("\\emptyset", "\\{\\}", 1),
+    ],
+    "membership and variable prefixes": [
+        ("x \\in (-\\infty, 2]", "(-\\infty, 2]", 1), ("(-\\infty, 2]", "x \\in (-\\infty, 2]", 1),
+        ("x \\in [1,3]", "[1,3]", 1), ("x \\in [1,3)", "[1,3]", 0), ("x \\in [-2, 7]", "x \\in [-2,7]", 1),
+        ("k = 5", "5", 1), ("n=12", "12", 1), ("n = 13", "12", 0), ("f(x) = x^2", "x^2", 1), ("y = 2x+3", "2x+3", 1),
+        ("\\theta = \\frac{\\pi}{3}", "\\frac{\\pi}{3}", 1), ("AB = 5", "5", 1), ("x \\in \\mathbb{R}", "(-\\infty,\\infty)", 1),
+        ("x\\in(-\\infty,-2)\\cup(3,\\infty)", "(-\\infty,-2)\\cup(3,\\infty)", 1), ("x \\in \\{1, 2\\}", "\\{1,2\\}", 1),
+        ("g(x) = \\frac{1}{x}", "\\frac1x", 1),
+    ],
+    "lists of roots joined by words": [
+        ("x = -2 \\text{ or } x = 3", "-2, 3", 1), ("x = -2 \\text{ or } x = 3", "3, -2", 1), ("-2 \\text{ or } 3", "-2, 3", 1),
+        ("x=1 \\text{ and } x=2", "1, 2", 1), ("x=1 \\quad \\text{or} \\quad x=2", "1,2", 1), ("x = -1 \\text{ or } x = 1", "\\pm 1", 1),
+        ("x = 0 \\text{ or } x = 1 \\text{ or } x = 2", "0, 1, 2", 1), ("x = 3", "-2, 3", 0), ("x = -2 \\text{ or } x = 4", "-2, 3", 0),
+        ("x = \\frac{-1 \\pm \\sqrt{5}}{2}", "\\frac{-1+\\sqrt5}{2}, \\frac{-1-\\sqrt5}{2}", 1), ("-2, 3, 4", "-2, 3", 0),
+    ],
+    "matrices written with array": [
+        ("\\left[\\begin{array}{cc} 1 & 2 \\\\ 3 & 4 \\end{array}\\right]", "\\begin{pmatrix}1&2\\\\3&4\\end{pmatrix}", 1),
+        ("\\begin{pmatrix}1&2\\\\3&4\\end{pmatrix}", "\\left[\\begin{array}{cc} 1 & 2 \\\\ 3 & 4 \\end{array}\\right]", 1),
+        ("\\left(\\begin{array}{cc} 1 & 2 \\\\ 3 & 4 \\end{array}\\right)", "\\begin{bmatrix} 1 & 2 \\\\ 3 & 4 \\end{bmatrix}", 1),
+        ("\\left[\\begin{array}{c} 1 \\\\ -2 \\end{array}\\right]", "\\begin{pmatrix} 1 \\\\ -2 \\end{pmatrix}", 1),
+        ("\\left[\\begin{array}{rr} -\\frac{1}{2} & \\frac{3}{2} \\\\ 1 & -1 \\end{array}\\right]",
+         "\\begin{pmatrix} -1/2 & 3/2 \\\\ 1 & -1 \\end{pmatrix}", 1),
+        ("\\left[\\begin{array}{cc} 1 & 2 \\\\ 3 & 5 \\end{array}\\right]", "\\begin{pmatrix}1&2\\\\3&4\\end{pmatrix}", 0),
+        ("\\begin{pmatrix}1&2\\end{pmatrix}", "\\begin{pmatrix}1\\\\2\\end{pmatrix}", 0),
+    ],
+    "commuted products": [
+        ("ba", "ab", 1), ("cab", "abc", 1), ("2r\\pi", "2\\pi r", 1), ("y^2x", "xy^2", 1), ("\\sqrt{3}\\cdot 2", "2\\sqrt{3}", 1),
+        ("3\\pi\\sqrt2", "3\\sqrt{2}\\pi", 1), ("r^2h\\pi", "\\pi r^2 h", 1), ("cb^2a", "ab^2c", 1), ("ab\\pi", "\\pi ab", 1),
+        ("\\pi r^2", "\\pi r^2 h", 0), ("ab^2", "ab^2c", 0), ("\\pi", "\\pi ab", 0), ("2\\pi rh", "2\\pi r h", 1), ("a^2b", "ab^2", 0),
+    ],
+    "equations equal up to a non-zero factor": [
+        ("2x+2y=2", "x+y=1", 1), ("3x+6y=9", "x+2y=3", 1), ("y = \\frac{2}{3}x + 2", "2x - 3y + 6 = 0", 1),
+        ("x + 2y = 4", "y = -\\frac{1}{2}x + 2", 1), ("2x^2+2y^2=8", "x^2+y^2=4", 1), ("4x - 2y = 2", "y = 2x - 1", 1),
+        ("x+y=1", "x+y=2", 0), ("x^2+y^2 = 9", "(x-1)^2+(y+2)^2=9", 0), ("x + y = 1", "x - y = 1", 0), ("0x = 0", "x+y=1", 0),
+    ],
+    "scientific notation": [
+        ("1e3", "1000", 1), ("1\\times10^{3}", "1000", 1), ("1 \\times 10^3", "1000", 1), ("2.5\\cdot10^{-3}", "0.0025", 1),
+        ("6.02\\times10^{23}", "602000000000000000000000", 1), ("1.5e-3", "0.0015", 1), ("9.11e-31", "9.11\\times 10^{-31}", 1),
+        ("9.11\\times10^{-30}", "9.11\\times10^{-31}", 0), ("1.7\\times10^{-19}", "1.6\\times10^{-19}", 0), ("1e4", "1000", 0),
+        ("6.02\\times10^{23}", 6.02e23, 1), ("2.5\\times 10^{-3}", "0.025", 0),
+    ],
+    "unicode and invisible characters": [
+        ("½", "\\frac12", 1), ("√3", "\\sqrt{3}", 1), ("2√2", "2\\sqrt{2}", 1), ("3√2", "\\sqrt{18}", 1), ("π", "\\pi", 1),
+        ("−5", "-5", 1), ("2×3", "6", 1), ("2·3", "6", 1), ("x²+1", "x^2+1", 1), ("π²", "\\pi^2", 1), ("⅓", "\\frac{1}{3}", 1),
+        ("¾", "0.75", 1), (f"12{ZW}3", "123", 1), (f"4\u200c2", "42", 1), (f"\u200d7", "7", 1), (f"1\u2060024", "1024", 1),
+        (f"\ufeff99", "99", 1), ("1\u00a0000", "1000", 1), ("\\frac{\\sqrt{3}}{\u00a02}", "\\frac{\\sqrt3}{2}", 1),
+        ("√3", "1.732", 0), ("½", "0.51", 0), (f"12{ZW}4", "123", 0), ("−5", "5", 0),
+    ],
+    "realistic golds (DeepMath, MATH-500, AIME, HMMT)": [
+        ("\\dfrac{3}{4}", "0.75", 1), ("0.75", "\\frac34", 1), ("033", "33", 1), ("204", "204", 1), ("205", "204", 0),
+        ("\\frac{9\\sqrt{23}}{23}", "\\frac{9}{\\sqrt{23}}", 1), ("2^{25} \\cdot 3^{3}", "905969664", 1),
+        ("\\sqrt{6}-\\sqrt{2}", "-\\sqrt{2}+\\sqrt{6}", 1), ("\\sqrt{6}+\\sqrt{2}", "\\sqrt{6}-\\sqrt{2}", 0),
+        ("\\left( 3, \\frac{\\pi}{2} \\right)", "(3,\\frac{\\pi}{2})", 1), ("\\text{Evelyn}", "\\text{Evelyn}", 1),
+        ("\\text{Evelyn}", "\\text{Evie}", 0), ("p - q", "-q + p", 1), ("\\log_2 3", "\\frac{\\ln 3}{\\ln 2}", 1),
+        ("e^{2}", "e^2", 1), ("\\binom{10}{3}", "120", 1), ("0.1\\overline{6}", "\\frac{1}{6}", 1), ("0.\\overline{3}", "1/3", 1),
+        ("0.\\overline{3}", "0.33", 0), ("(3)", "3", 1), ("(3)", "4", 0), ("20\\text{ m}^2", "20", 1), ("20\\text{ m}^2", "400", 0), ("12.5\\%", "12.5", 1),
+        ("30°", "30", 1), ("\\$32", "32", 1), ("\\text{YES}", "Yes", 1), ("\\sqrt{242}", "11\\sqrt2", 1),
+    ],
+}
+CLASSES.update({  # the classes of an outside evaluation against other graders' suites (issue 15), our own cases
+    "several boxes are one answer when the gold has several parts": [
+        ("-2} \\text{ and } \\boxed{1", "-2, 1", 1), ("1},\\boxed{2},\\boxed{3", "1, 2, 3", 1),
+        ("(2, 2)} \\quad\\text{and}\\quad \\boxed{(6, 2)", "(2, 2), (6, 2)", 1), ("3} or \\boxed{-3", "\\pm 3", 1),
+        ("1},\\boxed{2},\\boxed{3", "1, 2", 0), ("1}, \\boxed{2", "1, 2, 3", 0), ("5} or \\boxed{6} or \\boxed{7", "6", 0),
+        ("x=2} \\text{ and } \\boxed{x=5", "2, 5", 1), ("2} \\text{ for part (a) and } \\boxed{9", "2, 9", 1),
+        ("4} and \\boxed{4", "4, 5", 0),
+    ],
+    "a left-hand side that names the answer": [
+        ("(3,2)", "(p,q)=(3,2)", 1), ("(p,q)=(3,2)", "(3,2)", 1), ("11:21", "V_{1}:V_{2}=11:21", 1), ("1", "|AB|=1", 1),
+        ("\\frac{1}{\\sqrt6}", "\\frac{NO}{BO}=\\frac{1}{\\sqrt6}", 1), ("|AB| = 2", "1", 0), ("(p,q)=(2,3)", "(3,2)", 0),
+        ("11:20", "V_1:V_2=11:21", 0), ("S_{ABC}=12", "12", 1), ("x + y = 1", "1", 0),
+    ],
+    "inequalities written the other way round": [
+        ("5 \\geq x", "x \\leq 5", 1), ("-x > -1", "x < 1", 1), ("5 \\leq x", "x \\geq 5", 1), ("3 < x", "x > 3", 1),
+        ("5 \\geq x", "x \\geq 5", 0), ("-x > -1", "x > 1", 0), ("2x \\le 8", "x \\le 4", 1), ("x > 3", "x \\ge 3", 0),
+    ],
+    "undefined values equal nothing": [
+        ("1:00", "12:00", 0), ("\\frac{1}{0}", "\\frac{5}{0}", 0), ("\\frac{0}{0}", "\\frac{1}{0}", 0),
+        ("\\frac{2}{0}", "0", 0), ("1/0", "\\infty", 0), ("\\frac{1}{0}", "1", 0), ("12:00", "1:00", 0),
+    ],
+    "notation": [
+        ("28 percent", "28\\%", 1), ("28 pct", "28\\%", 1), ("28\\%", "28 percent", 1), ("125\\textnormal{ miles}", "125", 1),
+        ("(0;0;0)", "(0,0,0)", 1), ("(11,7)or(7,11)", "(7,11), (11,7)", 1), ("\\frac3{3}", "1", 1),
+        ("{-2021, 2021}", "\\pm 2021", 1), ("[3,4]\\cup[1,2]", "[1,2]\\cup[3,4]", 1), ("29 percent", "28\\%", 0),
+        ("(0;0;1)", "(0,0,0)", 0), ("\\frac3{4}", "1", 0), ("{-2021, 2022}", "\\pm 2021", 0),
+    ],
+    "conventions decided (README)": [
+        ("x = 5+5+1 = 11", "11", 1), ("32, 349", "32349", 0), ("32,349", "32349", 1), ("0.333333333333", "\\frac{1}{3}", 1),
+        ("0.3333333", "\\frac13", 0), ("1.4142135623730951", "\\sqrt2", 1), ("3.33333333", "\\frac{10}{3}", 1),
+        ("10, 4, -2", "4, 10, -2", 1), ("1.8446744073709552\\times10^{19}", "2^{64}", 0), ("0.0833333", "\\frac{1}{12}", 0),
+    ],
+})
+
+for _response, _gold, _expected in MATH_CASES:
+    c("short", None, _gold, _expected, response=_response)
+for _name, _rows in CLASSES.items():
+    for _pred, _gold, _expected in _rows:
+        c(_name, None, _gold, _expected, response=Q(_pred))
 
 if __name__ == "__main__":
     from collections import Counter

