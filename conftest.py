@@ -1,10 +1,21 @@
-"""Shared by the test files: the repository's paths, the code-spec constants, and a subprocess runner.
+"""Shared by the test files: the repository's paths, the code-spec constants, a subprocess runner, the tiny
+model (and the other backbones) built once, and a scored rollout of known responses.
 
 Kept small: a fixture belongs here only when two test files need it.
 """
+import base64
+import dataclasses
+import json
 import os
+import pickle
 import subprocess
 import sys
+import zlib
+
+import pytest
+import torch
+
+import delta
 
 ROOT = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(ROOT, "bench"))  # the benches' data and helpers (math_cases, bench_honest)
@@ -19,9 +30,97 @@ STDIN_ADD = "a, b = map(int, input().split())\nprint(a + b)"
 
 
 # ------------------------------------------------------------------------------------- subprocesses
-def run_script(args, cwd=ROOT, timeout=600, env=None, **kwargs):
-    """`python ARGS...` in a fresh process, its output captured as text (two threads per numeric library: the
-    suite runs one test at a time on this machine's two cores)."""
-    env = dict(os.environ, OMP_NUM_THREADS="2", PYTHONWARNINGS="ignore", **(env or {}))
-    return subprocess.run([sys.executable, *args], cwd=cwd, env=env, capture_output=True, text=True,
+def run_script(args, cwd=ROOT, timeout=600, env=None, torchrun=False, **kwargs):
+    """`python ARGS...` (with torchrun: on 2 processes) in a fresh process, its output captured as text (two
+    threads per process in all: the suite runs one test at a time on this machine's two cores)."""
+    env = dict(os.environ, OMP_NUM_THREADS="1" if torchrun else "2", PYTHONWARNINGS="ignore", **(env or {}))
+    launcher = ["-m", "torch.distributed.run", "--nproc_per_node", "2", "--standalone"] if torchrun else []
+    return subprocess.run([sys.executable, *launcher, *args], cwd=cwd, env=env, capture_output=True, text=True,
                           timeout=timeout, **kwargs)
+
+
+def run_delta(*argv, env_extra=None, torchrun=False, cwd=ROOT):
+    """`python delta.py ARGV...` (or under torchrun on 2 processes)."""
+    return run_script(["delta.py", *argv], cwd=cwd, env=env_extra, torchrun=torchrun)
+
+
+def read_metrics(path):
+    with open(os.path.join(path, "metrics.jsonl")) as f:
+        return [json.loads(line) for line in f]
+
+
+# the flags of a short end-to-end run of the tiny default
+FAST = ["--prompts_per_step", "8", "--group_size", "4", "--mini_batch_prompts", "4",
+        "--max_tokens_per_micro_batch", "400", "--eval_size", "16", "--sft_max_steps", "20", "--max_new_tokens", "48",
+        "--progress", "false"]
+
+
+# ------------------------------------------------------------------------------------- models and rollouts
+@pytest.fixture(scope="session")
+def tiny(tmp_path_factory):
+    """The tiny Qwen3 + character tokenizer, saved and loaded through from_pretrained like a user's model."""
+    path = str(tmp_path_factory.mktemp("tiny"))
+    delta.build_tiny(path, seed=0)
+    return path
+
+
+BACKBONES = {  # tiny configs built in code (delta.build_tiny), each family's own layers, norms and heads
+    "llama": {}, "olmo3": {}, "gemma3_text": dict(tie_word_embeddings=True), "qwen2": {}, "mistral": {},
+    "qwen3_moe": dict(num_experts=4, num_experts_per_tok=2, moe_intermediate_size=64)}
+
+
+@pytest.fixture(scope="session")
+def backbones(tmp_path_factory):
+    paths = {}
+    for family, config in BACKBONES.items():
+        paths[family] = str(tmp_path_factory.mktemp(family))
+        delta.build_tiny(paths[family], model_type=family, **config)
+    return paths
+
+
+def make_run(tiny, world=1, **changes):
+    """A step's namespace around the tiny model, as delta.main builds it."""
+    model, tok = delta.load_model(tiny, torch.device("cpu"))
+    return delta.make_run(dataclasses.replace(delta.Args(), **changes), model, tok, tiny, world=world)
+
+
+def fixed_rollout(tiny, n_prompts=4, G=4, seed=0, budget=16384, algo="delta", world=1, **changes):
+    """A rollout of known responses (half right, lengths varied), scored: (run, batch, adv, packed, plans)."""
+    run = make_run(tiny, world=world, prompts_per_step=n_prompts, group_size=G, mini_batch_prompts=2, lr=1e-2,
+                   max_tokens_per_micro_batch=budget, algo=algo, **changes)
+    gen = torch.Generator().manual_seed(seed)
+    rows = delta.addition_task(0, 8)[0][:n_prompts]
+    prompts, responses, correct = [], [], []
+    for r in rows:
+        for j in range(G):
+            ok = bool(torch.rand(1, generator=gen) < 0.5)
+            ans = r["answer"] if ok else str(int(r["answer"]) + 1 + j)
+            prompts.append(delta.prompt_text(run.tok, r["question"]))
+            responses.append("Let us add" + " the two numbers" * (j % 3) + f". \\boxed{{{ans}}}")
+            correct.append(float(ok))
+    batch = delta.pack(run.tok, prompts, responses, "cpu")
+    adv = delta.group_advantages(torch.tensor(correct), G)
+    plans = delta.micro_batches(run, batch)
+    batch["old_logp"], entropy, packed = delta.score(run, batch, adv, plans, True)
+    run.rows = rows
+    return run, batch, adv, packed, plans
+
+
+def lam_of(run, batch, adv, packed, stats=None):
+    """DelTA's lam [N, R] through the trainer's path (packed features, zero-advantage tokens included)."""
+    return delta.delta_weights(run, dict(batch=batch, adv=adv, features=packed, stats={} if stats is None else stats))
+
+
+# ------------------------------------------------------------------------------------- LiveCodeBench's rows
+EVAL_DATA = os.path.join(ROOT, "bench", "data", "eval")
+
+
+def lcb_encode(tests, protocol=None):
+    """Exactly how code_generation_lite stores private tests: json.dumps, pickle.dumps of that str, zlib, base64."""
+    return base64.b64encode(zlib.compress(pickle.dumps(json.dumps(tests), protocol=protocol))).decode("ascii")
+
+
+def lcb_row_1873a():
+    """A real code_generation_lite row, private tests in the dataset's own bytes: Codeforces 1873A as quoted in
+    github.com/Kaggle/kaggle-benchmarks documentation/examples/code_generation.py (Apache-2.0)."""
+    return json.load(open(os.path.join(EVAL_DATA, "lcb_1873_A.json")))

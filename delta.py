@@ -17,12 +17,14 @@ at the bottom, the tiny model and the embedded tasks of the offline default.
     torchrun --nproc_per_node 2 delta.py --fsdp       # parameters, gradients and AdamW state sharded (FSDP2)
     python delta.py --algo dapo                       # baselines: dapo grpo drgrpo forking sapo fipo
     python delta.py --task multistep                  # the other embedded tasks: multistep, filler
+    python delta.py --task code --prompts_per_step 16 # RL on code: the rewards run in rewards.py's sandbox
     python delta.py config.yaml                       # every argument from a YAML or JSON file
     python delta.py --output_dir runs/x --resume      # continue from the newest checkpoint
     torchrun --nproc_per_node 8 delta.py --model Qwen/Qwen3-8B-Base --fsdp ...   # the paper's recipe (docs/scale.md)
 """
 import contextlib
 import dataclasses
+import datetime
 import gc
 import itertools
 import json
@@ -44,7 +46,7 @@ import torch.distributed.checkpoint.state_dict as dcp
 import transformers
 from tqdm import tqdm
 from transformers import (AutoModelForCausalLM, AutoTokenizer, GenerationConfig, HfArgumentParser,
-                          PreTrainedTokenizerFast, Qwen3Config)
+                          PreTrainedTokenizerFast)
 
 
 # ======== 1. The method, in the paper's order (copyable: pure torch, collectives only on `group`) ====================
@@ -72,7 +74,7 @@ def token_features(hidden, logprobs):
 
 @torch.no_grad()
 def delta_coefficients(v, adv, mask, K=1, lam_min=0.8, lam_max=1.2, eps=1e-8, stats=None, num_valid=None,
-                       chunk_tokens=None, margin="contrast", gamma=0.0, assign="soft", normalise=True, group=None):
+                       chunk_tokens=65536, margin="contrast", gamma=0.0, assign="soft", normalise=True, group=None):
     """Sec. 3.2: token coefficients lam from features v, advantages adv and a mask of the valid tokens.
 
     Layouts: padded (v [B, T, H], adv [B], mask [B, T]) or packed (v [n, H], adv [n] per token, mask [n]).
@@ -85,7 +87,8 @@ def delta_coefficients(v, adv, mask, K=1, lam_min=0.8, lam_max=1.2, eps=1e-8, st
       it (the ranks get what one process gets on the whole batch). None: no collective call at all.
     num_valid: the valid tokens here when v leaves out zero-advantage responses (they need no feature):
       they enter step 6 only, and their lam is stats["lam_zero"].
-    chunk_tokens: stream v (which may live in pinned CPU memory) to mask's device in chunks of this many.
+    chunk_tokens: every pass streams v (on the device, or in pinned CPU memory) in chunks of this many tokens,
+      each one cast to float32 alone: the largest temporary is [chunk_tokens, H] float32, never a copy of v.
     Ablations (Sec. 5): margin="own" (own-side closeness only), gamma > 0 (a fixed temperature),
       assign="hard" (1[g > 0], no entropy term), normalise=False (no step 6); K=0 is no refinement and
       lam_min=0, lam_max=1 no linear map.
@@ -111,7 +114,7 @@ def delta_coefficients(v, adv, mask, K=1, lam_min=0.8, lam_max=1.2, eps=1e-8, st
         if stats is not None:
             stats.update(gamma_pos=0.0, gamma_neg=0.0, disc_acc=0.0, scale=1.0, lam_zero=1.0)
         return valid.to(dtype).view(mask.shape)
-    step = chunk_tokens or max(1, rows.shape[0])  # a rank may hold no token at all
+    step = max(1, chunk_tokens)
 
     def chunks():  # (start, v[start:start + step] on the device)
         return ((s, rows[s:s + step].to(device, dtype, non_blocking=True)) for s in range(0, rows.shape[0], step))
@@ -263,7 +266,7 @@ def delta_weights(run, roll):  # Sec. 3.2 on this rank's packed features, sums o
     a, mask, (v, adv_tok, where) = run.args, roll["batch"]["response_mask"], roll["features"]
     side_lam = delta_coefficients(v, adv_tok, torch.ones_like(adv_tok, dtype=torch.bool), a.K, a.lam_min, a.lam_max,
                                   stats=roll["stats"], num_valid=mask.sum(), margin=a.delta_margin, gamma=a.delta_gamma,
-                                  chunk_tokens=a.feature_chunk_tokens if a.offload_features else None,
+                                  chunk_tokens=a.feature_chunk_tokens,
                                   assign=a.delta_assign, normalise=a.delta_normalise, group=run.group)  # [n]
     lam = torch.where(mask, roll["stats"]["lam_zero"], 0.0)  # [N, R]
     lam.view(-1)[where] = side_lam.float()
@@ -312,28 +315,32 @@ ALGOS = {
 def rl_step(run, step):
     """One rollout batch; returns its metrics, averaged over ranks."""
     a, algo = run.args, run.algo
-    t0 = time.perf_counter()
+    t0 = clock(run)
     rows, epoch = step_prompts(run, step)  # this rank's share of the step's prompts
     batch = sample(run.sampler, [prompt_text(run.tok, r["question"], a.instruction) for r in rows], a.temperature,
                    a.group_size, seed=((a.seed * 100_003 + step) * 101 + run.rank) * 10_007)  # 1. G responses each
     correct, reward = verify(run, batch, rows)  # 2. 1 right, 0 wrong; DAPO's overlong penalty
     adv = group_advantages(reward, a.group_size, algo["scale"])  # 3. Eq. A  [N]
-    t1 = time.perf_counter()
+    t1 = clock(run)
     plans = micro_batches(run, batch)
     dump = a.dump_rollouts_every and (step + 1) % a.dump_rollouts_every == 0
     batch["old_logp"], entropy, features = score(run, batch, adv, plans, algo["features"] or dump)  # 4. Eq. D too
     roll = dict(batch=batch, rows=rows, adv=adv, entropy=entropy, features=features, stats={})
-    t2 = time.perf_counter()
+    t2 = clock(run)
     weights = algo["weights"](run, roll) if algo["weights"] else None  # 5. DelTA: lam [N, R], Sec. 3.2
-    t3 = time.perf_counter()
+    if dump:  # what a dump keeps of v: each token's norm
+        roll["v_norm"] = feature_norms(features[0], features[2], batch["response_mask"], a.feature_chunk_tokens)
+    roll["features"] = features = None  # v is done with: the update's memory starts without it
+    t3 = clock(run)
     m = update(run, batch, adv, weights, plans)  # 6. Eq. B/E, one optimizer step per mini-batch
-    t4 = time.perf_counter()
+    t4 = clock(run)
     mask, groups, n = batch["response_mask"], reward.view(-1, a.group_size), batch["response_mask"].sum().item()
     m.update({"reward/mean": reward.mean().item(), "reward/acc": correct.float().mean().item(),
               "reward/timeouts": run.reward_stats["timeouts"], "reward/errors": run.reward_stats["errors"],
               "response/length": n / len(mask), "response/truncated": batch["truncated"].float().mean().item(),
               "groups/zero_std": (groups.max(1).values == groups.min(1).values).float().mean().item(),
-              "entropy": (entropy * mask).sum().item() / n, "time/generate": t1 - t0, "time/score": t3 - t1,
+              "entropy": (entropy * mask).sum().item() / n, "time/generate": t1 - t0, "time/score": t2 - t1,
+              "time/reward": run.reward_seconds,
               "time/coefficients": t3 - t2, "time/train": t4 - t3})
     if "sampler_logp" in batch:  # the sampler's and the trainer's log-probs of the sampled tokens
         m["rollout/logp_gap"] = ((batch["sampler_logp"] - batch["old_logp"]).abs() * mask).sum().item() / n
@@ -401,11 +408,15 @@ def decode_responses(tok, batch):
 
 
 def verify(run, batch, rows):
-    """rewards.py's verdicts (1 right, 0 wrong) and the reward: with DAPO's soft overlong punishment."""
+    """rewards.py's verdicts (1 right, 0 wrong) on the final answers (math) or the rows' tests run in the sandbox
+    (code), timed (time/reward), and the reward: with DAPO's soft overlong punishment."""
     import rewards
-    golds = [r["answer"] for r in rows for _ in range(run.args.group_size)]
-    correct = torch.tensor(rewards.score_batch(decode_responses(run.tok, batch), golds, stats=run.reward_stats))
-    reward, a = correct.to(run.device), run.args  # [N]
+    a, t = run.args, time.perf_counter()
+    golds = [r["answer"] for r in rows for _ in range(a.group_size)]
+    correct = torch.tensor(rewards.score_batch(decode_responses(run.tok, batch), golds, run.reward,
+                                               a.reward_timeout or None, stats=run.reward_stats))
+    run.reward_seconds = time.perf_counter() - t
+    reward = correct.to(run.device)  # [N]
     if run.algo["overlong"]:
         reward = reward + overlong_penalty(batch["response_mask"].sum(1), a.max_new_tokens, a.overlong_buffer,
                                            a.overlong_penalty)
@@ -462,13 +473,11 @@ def score(run, batch, adv, plans, features):
     side = mask & (adv != 0)[:, None]  # [N, R]
     if features:
         H = unwrap(run.model).get_output_embeddings().weight.shape[1]
-        pinned = a.offload_features and torch.cuda.is_available()
-        buffer = torch.empty(int(side.sum()), H, dtype=feature_dtype(a, device), pin_memory=pinned,
-                             device="cpu" if a.offload_features else device)  # [n, H]
+        buffer = feature_buffer(run, int(side.sum()), H)  # [n, H]
         adv_tok, where, offset = [adv[:0]], [torch.zeros(0, dtype=torch.long, device=device)], 0
     for rows in (rows for groups in plans for rows in groups):
         ids, am, Rm = micro_batch(batch, rows)
-        with autocast(device, a.bf16):
+        with autocast(device, bf16_compute(a, device)):
             logp, ent, hidden = response_logprobs(run.train_model, ids, am, Rm, a.temperature, a.head_chunk_tokens,
                                                   with_entropy=True)
         old_logp[rows, :Rm], entropy[rows, :Rm] = logp.float(), ent.float()
@@ -481,9 +490,35 @@ def score(run, batch, adv, plans, features):
             offset += len(v)
     if not features:
         return old_logp, entropy, None
-    if pinned:
+    if buffer.is_pinned():
         torch.cuda.synchronize()  # the non-blocking copies into pinned memory are complete
     return old_logp, entropy, (buffer, torch.cat(adv_tok), torch.cat(where))
+
+
+def feature_buffer(run, n, H):
+    """Where the scoring pass packs v: [n, H] in the features' dtype on the device, or with --offload_features in
+    host memory, pinned on a GPU machine. The host buffer is allocated once and grown by powers of two: the pinned
+    allocator rounds every request up to one and caches each size, so a fresh buffer per step would hold several."""
+    a, dtype = run.args, feature_dtype(run.args, run.device)
+    if not a.offload_features:
+        return torch.empty(n, H, dtype=dtype, device=run.device)
+    held = getattr(run, "host_features", None)
+    if held is None or held.numel() < n * H or held.dtype != dtype:
+        run.host_features = held = None  # the smaller block goes back before the larger one is taken
+        if torch.cuda.is_available():
+            torch.accelerator.empty_host_cache()
+        size = 1 << math.ceil(math.log2(max(1, n * H)))
+        run.host_features = torch.empty(size, dtype=dtype, pin_memory=torch.cuda.is_available())
+    return run.host_features[:n * H].view(n, H)
+
+
+def feature_norms(v, where, mask, chunk):
+    """||v|| of every side token in the rollout layout [N, R] (0 elsewhere), a chunk at a time in float32."""
+    norms = torch.zeros(mask.numel(), device=mask.device)
+    for s in range(0, len(v), chunk):
+        vc = v[s:s + chunk].to(mask.device, non_blocking=True)
+        norms[where[s:s + chunk]] = torch.linalg.vector_norm(vc, dim=-1, dtype=torch.float32)
+    return norms.view(mask.shape)
 
 
 def response_logprobs(model, input_ids, attention_mask, R, temperature, chunk_tokens=2048, checkpoint=False,
@@ -539,12 +574,13 @@ def update(run, batch, adv, weights, plans):
         out = {"rollout/is_mean": is_w[mask].mean().item(), "rollout/is_capped": capped}
     weight, row_count = algo["normaliser"](mask, weight, a)  # [N, R], [N]
     sums, norms = torch.zeros(4, device=mask.device), []  # loss, clipfrac, clipfrac_dual, approx_kl
+    model.train()  # HF checkpoints its layers (--gradient_checkpointing) in training mode only; dropout is off
     for groups in plans:  # one optimizer step per mini-batch
         count = reduce(run, row_count[torch.cat(groups)].sum().double())  # the mini-batch's normaliser
         for j, rows in enumerate(groups):
             with run.sharding.no_sync(model, sync=j == len(groups) - 1):  # gradients reduced once a mini-batch
                 ids, am, Rm = micro_batch(batch, rows)
-                with autocast(mask.device, a.bf16):
+                with autocast(mask.device, bf16_compute(a, mask.device)):
                     logp = response_logprobs(model, ids, am, Rm, a.temperature, a.head_chunk_tokens, checkpoint=True)[0]
                 logp, m, w, old = logp.float(), mask[rows, :Rm], weight[rows, :Rm], batch["old_logp"][rows, :Rm]
                 if algo["step_weights"]:  # FIPO departs from DAPO here: weights from the new log-probs
@@ -559,8 +595,9 @@ def update(run, batch, adv, weights, plans):
             run.optimizer.step()
         else:
             warnings.warn(f"non-finite gradient norm {norm}: optimizer step skipped")
-        run.optimizer.zero_grad(set_to_none=True)
+        run.sharding.zero_grad(run.optimizer)
         norms.append(norm)
+    model.eval()
     means = (sums / sum(map(len, plans))).tolist()  # one device sync per rollout
     return dict(out, **dict(zip(("loss/policy", "loss/clipfrac", "loss/clipfrac_dual", "loss/approx_kl"), means)),
                 grad_norm=sum(norms) / len(norms))
@@ -585,14 +622,15 @@ def weight_stats(run, lam, mask):
 # ======== 4. The engine seam: a sampler and a sharding strategy, the trainer's only ways to an engine ================
 # sampler: generate(prompt_ids, temperature, n, seed) -> (responses, log-probs or None), token ids in and out,
 #   plus tok, eos and device; HFSampler here, engines.VLLMSampler for --vllm (engines.py: only with its flags).
-# sharding: wrap, no_sync, gathered, model_state, optim_state, load_optim_state and `group` (None in one
-#   process), which the trainer passes to the copyable functions; DDP here, engines.FSDP2 for --fsdp.
+# sharding: wrap, no_sync, gathered, zero_grad, model_state, optim_state, load_optim_state and `group` (None in
+#   one process), which the trainer passes to the copyable functions; DDP here, engines.FSDP2 for --fsdp.
 class HFSampler:
     """HF `generate` on the training model, in calls of at most --gen_max_tokens tokens (the KV cache), as
     many on every rank (FSDP gathers in each). It draws from torch's global generator (checkpoints save it)."""
 
-    def __init__(self, model, tok, args, sharding, eos, device):
-        self.model, self.tok, self.args, self.sharding, self.eos, self.device = model, tok, args, sharding, eos, device
+    def __init__(self, args, model, tok, eos, sharding):
+        self.args, self.model, self.tok, self.eos, self.sharding = args, model, tok, eos, sharding
+        self.device = sharding.device
 
     @torch.no_grad()
     def generate(self, prompt_ids, temperature, n=1, seed=0):
@@ -612,7 +650,7 @@ class HFSampler:
                 P = max(map(len, chunk))
                 x = torch.tensor([[pad] * (P - len(p)) + p for p in chunk], device=self.device)  # [n, P]
                 am = torch.tensor([[0] * (P - len(p)) + [1] * len(p) for p in chunk], device=self.device)
-                with autocast(self.device, a.bf16):
+                with autocast(self.device, self.sharding.bf16):
                     out = model.generate(input_ids=x, attention_mask=am, generation_config=cfg)  # [n, P + R_call]
                 if c * per_call < len(ids):  # a call made only to keep the ranks in step returns nothing
                     responses += [r[:a.max_new_tokens] for r in out[:, P:].tolist()]
@@ -624,8 +662,8 @@ class DDP:
     """DDP under torchrun (the model itself in one process). The state dicts are the full, name-keyed ones,
     so a checkpoint resumes under DDP or FSDP."""
 
-    def __init__(self, world, device):
-        self.world, self.device = world, device
+    def __init__(self, world, device, bf16=False):
+        self.world, self.device, self.bf16 = world, device, bf16  # bf16: compute in bf16 (autocast; FSDP: gathers)
         self.group = dist.group.WORLD if world > 1 else None  # the process group the trainer passes on
 
     def wrap(self, model, args):
@@ -640,6 +678,9 @@ class DDP:
     def gathered(self, model):  # the parameters are whole already
         return contextlib.nullcontext()
 
+    def zero_grad(self, optimizer):  # DDP: the gradients stay views of its buckets, zeroed in place (freed, the
+        optimizer.zero_grad(set_to_none=self.world == 1)  # next micro-batch would make a second full copy)
+
     FULL = dcp.StateDictOptions(full_state_dict=True, cpu_offload=True)  # whole tensors on CPU, keyed by name
 
     def model_state(self, model):  # the full weights on CPU (a collective under FSDP)
@@ -653,38 +694,64 @@ class DDP:
         dcp.set_optimizer_state_dict(unwrap(model), optimizer, state, options=options)
 
 
-def make_sampler(args, model, tok, source, sharding, rank, world, device):
-    """HF generate, or with --vllm a vLLM engine loaded from `source` that gets `model`'s weights if given."""
+def make_sampler(args, model, tok, source, sharding, rank=0):
+    """HF generate, or with --vllm a vLLM engine per rank, built from the folder `source`, that receives `model`'s
+    weights before every generation when given a model (eval.py samples from `source` as it is)."""
     if not args.vllm:
-        return HFSampler(model, tok, args, sharding, eos_ids(source, tok), device)
+        return HFSampler(args, model, tok, eos_ids(source, tok), sharding)
     from engines import VLLMSampler
-    return VLLMSampler(args, source, model, tok, eos_ids(source, tok), rank, world, device)
+    return VLLMSampler(args, model, tok, eos_ids(source, tok), sharding, rank, source)
 
 
 def eos_ids(source, tok):
-    """Every token id that ends a response: the generation config's (Qwen lists two) and the tokenizer's."""
+    """Every token id that ends a response: the generation config's (Qwen lists two), the tokenizer's, and the
+    special token that closes an assistant turn in the chat template (a base model's template may close it with
+    <|im_end|> while its generation config names only <|endoftext|>)."""
     try:
         ids = GenerationConfig.from_pretrained(source).eos_token_id
     except (OSError, ValueError):
         ids = None
-    return sorted(i for i in set([ids] if isinstance(ids, int) else (ids or [])) | {tok.eos_token_id} if i is not None)
+    ids = set([ids] if isinstance(ids, int) else (ids or [])) | {tok.eos_token_id, turn_end(tok)}
+    return sorted(i for i in ids if i is not None)
+
+
+def turn_end(tok):
+    """The id of the special token the chat template writes right after an assistant's message, or None."""
+    if not getattr(tok, "chat_template", None):
+        return None
+    try:
+        text = tok.apply_chat_template([{"role": "user", "content": "2+2?"}, {"role": "assistant", "content": "4"}],
+                                       tokenize=False)
+    except Exception:  # a template that refuses this conversation names no turn end
+        return None
+    after = tok(text[text.rindex("4") + 1:], add_special_tokens=False).input_ids[:1]
+    token = tok.added_tokens_decoder.get(after[0]) if after else None
+    return after[0] if token is not None and token.special else None
 
 
 def unwrap(model):
     return model.module if hasattr(model, "module") else model
 
 
+def bf16_compute(args, device):
+    """--precision: bf16 autocast (DDP) or bf16 gathered weights (FSDP) on a GPU by default, fp32 on a CPU; bf16
+    on a CPU gives the GPU's dtypes to a CPU run (bench/memory_measured.py)."""
+    return args.precision == "bf16" or (args.precision == "auto" and device.type == "cuda")
+
+
 def autocast(device, enabled):
-    return torch.autocast("cuda", torch.bfloat16) if device.type == "cuda" and enabled else contextlib.nullcontext()
+    return torch.autocast(device.type, torch.bfloat16) if enabled else contextlib.nullcontext()
 
 
 def feature_dtype(args, device):
-    auto = torch.bfloat16 if device.type == "cuda" and args.bf16 else torch.float32
+    auto = torch.bfloat16 if bf16_compute(args, device) else torch.float32
     return {"auto": auto, "bf16": torch.bfloat16, "fp32": torch.float32}[args.feature_dtype]
 
 
-def setup_distributed():
-    """DDP from torchrun's environment variables (one node or several); `python delta.py` runs alone."""
+def setup_distributed(timeout_minutes=60):
+    """DDP from torchrun's environment variables (one node or several); `python delta.py` runs alone. A collective
+    waits timeout_minutes for the slowest rank (NCCL's own default, 10, is shorter than a vLLM rank's lead or a
+    large checkpoint's write)."""
     world = int(os.environ.get("WORLD_SIZE", "1"))
     rank, local_rank = int(os.environ.get("RANK", "0")), int(os.environ.get("LOCAL_RANK", "0"))
     if torch.cuda.is_available():
@@ -695,8 +762,16 @@ def setup_distributed():
         if world > 1 and "OMP_NUM_THREADS" not in os.environ:
             torch.set_num_threads(max(1, (os.cpu_count() or 1) // int(os.environ.get("LOCAL_WORLD_SIZE", world))))
     if world > 1:
-        dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
+        dist.init_process_group("nccl" if device.type == "cuda" else "gloo",
+                                timeout=datetime.timedelta(minutes=timeout_minutes))
     return rank, world, device
+
+
+def clock(run):
+    """Seconds, once the device has finished its queued work (phase timings on a GPU)."""
+    if run.device.type == "cuda":
+        torch.cuda.synchronize(run.device)
+    return time.perf_counter()
 
 
 def reduce(run, x, op=dist.ReduceOp.SUM):
@@ -715,17 +790,19 @@ def all_mean(run, values):
 
 
 # ======== 5. The main loop: evaluation, checkpoints, the run =========================================================
-def evaluate(run, step, temperature=0.0, n=1):
-    """Held-out accuracy, the mean over n samples a problem (greedy by default), rows sharded over ranks,
-    sampled from generators seeded by the step, apart from the training stream."""
+def evaluate(run, step, temperature=0.0, n=1, limit=None):
+    """Held-out accuracy, the mean over n samples a problem (greedy by default) of the first `limit` problems (all
+    by default), rows sharded over ranks, sampled from generators seeded by the step, apart from the training
+    stream."""
     import rewards
-    mine, seed = run.eval_rows[run.rank::run.world], run.args.seed * 7919 + step
+    mine, seed = run.eval_rows[:limit][run.rank::run.world], run.args.seed * 7919 + step
     with torch.random.fork_rng(devices=[run.device] if run.device.type == "cuda" else []):
         torch.manual_seed(seed + run.rank)
         batch = sample(run.sampler, [prompt_text(run.tok, r["question"], run.args.instruction) for r in mine],
                        temperature, n, seed=(seed * 101 + run.rank) * 10_007)
     golds = [r["answer"] for r in mine for _ in range(n)]
-    right = sum(rewards.score_batch(decode_responses(run.tok, batch), golds)) if mine else 0.0
+    right = sum(rewards.score_batch(decode_responses(run.tok, batch), golds, run.reward,
+                                    run.args.reward_timeout or None)) if mine else 0.0
     counts = reduce(run, torch.tensor([right, len(golds)], dtype=torch.float64, device=run.device))
     return float(counts[0] / counts[1])
 
@@ -794,10 +871,11 @@ def save_checkpoint(run, step):
 
 def main(args):
     transformers.utils.logging.disable_progress_bar()
-    rank, world, device = setup_distributed()
-    try:  # every check before any work
-        validate_args(args, world)
-        resolve_defaults(args)
+    validate_args(args, int(os.environ.get("WORLD_SIZE", "1")))  # every check before any work
+    rank, world, device = setup_distributed(args.dist_timeout_minutes)
+    try:
+        train_rows, eval_rows = load_task(args)  # a dataset without its columns, or a bad test spec, stops here
+        resolve_defaults(args, train_rows)
         ckpts = checkpoints(args.output_dir) if args.resume else []
         state = check_resume(args, ckpts, world)
         os.makedirs(args.output_dir, exist_ok=True)
@@ -806,7 +884,6 @@ def main(args):
         if world > 1:
             dist.destroy_process_group()
         raise
-    train_rows, eval_rows = load_task(args)
     source = ckpts[-1] if ckpts else args.model  # the newest checkpoint, a hub id or path, or the tiny default
     if not source:
         source = os.path.join(args.output_dir, "tiny-init")
@@ -823,6 +900,9 @@ def main(args):
     if args.gradient_checkpointing:
         enable_checkpointing(model)
     run = make_run(args, model, tok, source, rank, world, device, train_rows, eval_rows)
+    if rank == 0:
+        why = " (inferred: the rows carry test specs)" if args.reward == "auto" and run.reward == "code" else ""
+        print(f"reward: {run.reward}{why}", file=sys.stderr)
     total_steps = args.max_steps or args.epochs * (len(train_rows) // args.prompts_per_step)
     step = 0
     if state:  # the optimizer's state memory-mapped: a node's ranks share the page cache, each copies its shard
@@ -875,10 +955,13 @@ def main(args):
         if args.save_every == 0 or step % args.save_every:
             save_checkpoint(run, step)
     close_log()
-    del run, model  # gloo + DDP can hang at exit otherwise
-    gc.collect()
     if world > 1:
         dist.barrier()
+    if hasattr(run.sampler, "close"):  # vLLM: after the last collective (its shutdown ends the process group too)
+        run.sampler.close()
+    del run, model  # gloo + DDP can hang at exit otherwise
+    gc.collect()
+    if world > 1 and dist.is_initialized():
         dist.destroy_process_group()
 
 
@@ -886,21 +969,43 @@ def make_run(args, model, tok, source, rank=0, world=1, device=torch.device("cpu
     """What a step reads: arguments, model and wrapper, optimizer (built after sharding), engines, data."""
     if args.fsdp:  # engines.FSDP2: wrapping, gradient sync and gathering; the state dicts are DDP's
         from engines import FSDP2
-    sharding = type("FSDP", (FSDP2, DDP), {})(world, device) if args.fsdp else DDP(world, device)
+    sharding = (type("FSDP", (FSDP2, DDP), {}) if args.fsdp else DDP)(world, device, bf16_compute(args, device))
     run = types.SimpleNamespace(args=args, algo=ALGOS[args.algo], rank=rank, world=world, device=device, tok=tok,
                                 model=model, train_model=sharding.wrap(model, args), sharding=sharding,
                                 group=sharding.group, train_rows=train_rows, eval_rows=eval_rows, reward_stats={},
-                                sampler=make_sampler(args, model, tok, source, sharding, rank, world, device))
+                                reward=reward_kind(args, train_rows), reward_seconds=0.0)
+    run.sampler = make_sampler(args, model, tok, source, sharding, rank)  # after sharding: vLLM sees what is left
     run.optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=args.weight_decay)
     return run
 
 
+def reward_kind(args, rows):
+    """--reward, or with auto: code when the rows carry test specs (dicts), math otherwise."""
+    if args.reward != "auto":
+        return args.reward
+    return "code" if rows and isinstance(rows[0]["answer"], dict) else "math"
+
+
 def load_model(name_or_path, device, dtype=torch.float32):
-    """Model and tokenizer through from_pretrained."""
-    model = AutoModelForCausalLM.from_pretrained(name_or_path, dtype=dtype).to(device)
-    if getattr(model.config, "final_logit_softcapping", None):
-        raise ArgumentError(f"{name_or_path}: logit soft-capping is not supported (the LM head runs in slices)")
-    return model, load_tokenizer(name_or_path)
+    """Model and tokenizer through from_pretrained, in eval mode with every dropout off: the ratio pi / pi_old
+    compares two passes of one deterministic network (the update switches to training mode for checkpointing)."""
+    model = AutoModelForCausalLM.from_pretrained(name_or_path, dtype=dtype, device_map=device)  # no host copy on GPUs
+    if model_problem(model.config):
+        raise ArgumentError(f"{name_or_path}: {model_problem(model.config)}")
+    for m in model.modules():
+        if isinstance(m, torch.nn.Dropout):
+            m.p = 0.0
+        if isinstance(getattr(m, "attention_dropout", None), float):
+            m.attention_dropout = 0.0
+    return model.eval(), load_tokenizer(name_or_path)
+
+
+def model_problem(config):
+    """What stops a model family from training here (None: nothing)."""
+    if getattr(config, "final_logit_softcapping", None):
+        return ("logit soft-capping (Gemma-2 and kin) is not supported: the LM head runs in slices that return "
+                "log-probabilities, and the cap would have to act on the logits between them")
+    return None
 
 
 def load_tokenizer(name_or_path):
@@ -919,25 +1024,49 @@ def load_task(args):
     """Training and held-out rows: the embedded task, or a local file or hub dataset."""
     if not args.dataset:  # one fixed split for every seed: the held-out set never changes
         return TASKS[args.task]["build"](0, args.eval_size)
-    train_rows = load_rows(args.dataset, args.dataset_split, args.prompt_key, args.answer_key)
+    train_rows = load_rows(args.dataset, args.dataset_split, args.prompt_key, args.answer_key, args.code_schema)
     if args.eval_dataset:
-        return train_rows, load_rows(args.eval_dataset, "test", args.prompt_key, args.answer_key)[:args.eval_size]
+        return train_rows, load_rows(args.eval_dataset, "test", args.prompt_key, args.answer_key,
+                                     args.code_schema)[:args.eval_size]
     return train_rows[args.eval_size:], train_rows[:args.eval_size]
 
 
-def load_rows(source, split, prompt_key, answer_key):
-    """A local json/jsonl/parquet file or a hub dataset -> [{"question", "answer"}]."""
+CODE_COLUMNS = {"public_test_cases": "livecodebench", "verification_info": "primeintellect", "input_output": "apps",
+                "tests": "deepcoder"}  # a column that names the layout of a code dataset (rewards.CODE_SCHEMAS)
+
+
+def load_rows(source, split, prompt_key, answer_key, code_schema="auto"):
+    """A local json/jsonl/parquet file or a hub dataset -> [{"question", "answer"}]. Math: the columns prompt_key and
+    answer_key (a dotted key reads a nested one: reward_model.ground_truth). Code, when --code_schema names a layout
+    or the columns show one (CODE_COLUMNS): the question in the benchmark's prompt convention (starter code, or
+    read standard input) and rewards.py's test spec as the answer, every row checked before any work."""
     import datasets
+    import rewards
     ext = os.path.splitext(source)[1]
     if ext in (".json", ".jsonl", ".parquet"):
         ds = datasets.load_dataset("parquet" if ext == ".parquet" else "json", data_files=source, split="train")
     else:
         ds = datasets.load_dataset(source, split=split)
-    for key in (prompt_key, answer_key):
-        if key not in ds.column_names:
-            raise ArgumentError(f"{source}: no column {key!r}; columns are {ds.column_names} "
-                                "(set --prompt_key/--answer_key)")
-    return [{"question": str(r[prompt_key]), "answer": r[answer_key]} for r in ds]
+    schema = code_schema if code_schema != "auto" else next(
+        (name for column, name in CODE_COLUMNS.items() if column in ds.column_names), None)
+    if schema:  # RL on code
+        rows, layout = list(ds), rewards.CODE_SCHEMAS.get(schema, {})
+        try:
+            specs = rewards.code_specs(rows, schema, **({"key": answer_key} if schema == "jsonl" else {}))
+        except rewards.CodeSpecError as e:
+            raise ArgumentError(f"{source}: {e}") from None
+        question = layout.get("question") if prompt_key == "question" else prompt_key  # --prompt_key wins if set
+        prompt = lambda r, spec: rewards.code_prompt(str(rewards.get_field(r, question)),
+                                                     r.get(layout.get("starter")) or "", spec.get("fn_name"))
+        return [{"question": prompt(r, spec), "answer": spec} for r, spec in zip(rows, specs)]
+    rows = []
+    for i, r in enumerate(ds):
+        try:
+            rows.append({"question": str(rewards.get_field(r, prompt_key)), "answer": rewards.get_field(r, answer_key)})
+        except KeyError as e:
+            raise ArgumentError(f"{source}: row {i}: {e.args[0]}; columns are {ds.column_names} (set --prompt_key/"
+                                "--answer_key; a dotted key reads a nested column)") from None
+    return rows
 
 
 def metrics_logger(args, rank, resumed_step=None):
@@ -978,10 +1107,15 @@ class Args:
     seed: int = arg(0, "seed of the data order, the initialisation and the sampling (each rank adds its rank)")
     resume: bool = arg(False, "continue from the newest checkpoint in output_dir")
     report_to: str = arg("none", "none | tensorboard | wandb: also log the metrics there (optional packages)")
+    reward: str = arg("auto", "math: the final boxed answer | code: the rows' tests run in the sandbox | auto: code "
+                              "when the rows carry test specs")
+    reward_timeout: float = arg(0.0, "seconds per response for its verdict; 0: rewards.py's (math 5, code 10)")
     # --- model and data
     model: str = arg("", "hub id or local path; empty: a tiny Qwen3 built in code (the offline default)")
-    task: str = arg("addition", "embedded task without --dataset: addition | multistep | filler")
+    task: str = arg("addition", "embedded task without --dataset: addition | multistep | filler | code")
     dataset: str = arg("", "hub id or local .json/.jsonl/.parquet; empty: the embedded --task")
+    code_schema: str = arg("auto", "a code dataset's layout: deepcoder | primeintellect | apps | taco | "
+                                   "livecodebench | jsonl (a test spec in --answer_key); auto: read from its columns")
     dataset_split: str = arg("train", "split of a hub dataset")
     prompt_key: str = arg("question", "column holding the problem text")
     answer_key: str = arg("final_answer", "column holding the reference answer")
@@ -1007,7 +1141,7 @@ class Args:
     epochs: int = arg(2, "passes over the training prompts (paper: 2)")
     max_steps: int = arg(200, "rollout steps; 0 = run all epochs")
     gradient_checkpointing: bool = arg(False, "non-reentrant activation checkpointing of the decoder layers")
-    bf16: bool = arg(True, "bf16 autocast on GPU (ignored on CPU)")
+    precision: str = arg("auto", "auto: bf16 compute on GPU, fp32 on CPU | bf16 (on CPU too: the GPU's dtypes) | fp32")
     # --- the surrogate (Eq. B) and the baselines' departures
     clip_low: float = arg(0.2, "eps_low of the ratio clip")
     clip_high: float = arg(0.28, "eps_high, clip-higher (grpo and drgrpo use clip_low)")
@@ -1031,11 +1165,13 @@ class Args:
     delta_normalise: bool = arg(True, "self-normalise lam to mean 1 over the batch (paper); false: ablation")
     # --- engines: sharding, feature memory, vLLM (engines.py)
     fsdp: bool = arg(False, "FSDP2: shard parameters, gradients and optimizer state over the processes")
+    dist_timeout_minutes: int = arg(60, "how long a collective waits for the slowest process before the run fails")
     feature_dtype: str = arg("auto", "stored features v: auto (bf16 under bf16 autocast, else fp32) | bf16 | fp32")
     offload_features: bool = arg(False, "keep the features in (pinned) CPU memory, streamed in chunks for Sec. 3.2")
     feature_chunk_tokens: int = arg(65536, "tokens per chunk when Sec. 3.2 streams offloaded features")
     vllm: bool = arg(False, "sample rollouts and evaluations with a colocated vLLM engine (requirements-vllm.txt)")
-    vllm_gpu_memory: float = arg(0.3, "share of GPU memory vLLM may take for weights and KV cache")
+    vllm_gpu_memory: float = arg(0.0, "share of GPU memory vLLM takes (weights, KV cache); 0 = what the trainer leaves")
+    vllm_max_batched_tokens: int = arg(8192, "tokens vLLM schedules in one forward (also sizes its profiling peak)")
     vllm_max_model_len: int = arg(0, "vLLM's maximum sequence length; 0 = max_prompt_length + max_new_tokens")
     is_cap: float = arg(2.0, "--vllm: the cap C of the importance weight min(pi_old / pi_vllm, C); 0 = off")
     # --- warm start of the tiny default (no effect with --model)
@@ -1059,20 +1195,25 @@ class ArgumentError(ValueError):
 
 def validate_args(a: Args, world_size: int = 1) -> None:
     """Fail before any work, with a message that says what to change."""
+    import rewards
+
     def need(ok, msg):
         if not ok:
             raise ArgumentError(msg)
     for name, known in (("algo", ALGOS), ("task", TASKS), ("delta_margin", ("contrast", "own")),
                         ("delta_assign", ("soft", "hard")), ("feature_dtype", ("auto", "bf16", "fp32")),
+                        ("precision", ("auto", "bf16", "fp32")), ("reward", ("auto", "math", "code")),
+                        ("code_schema", ("auto", *rewards.CODE_SCHEMAS)),
                         ("report_to", ("none", "tensorboard", "wandb"))):
         need(getattr(a, name) in known, f"--{name} {getattr(a, name)!r} is unknown; use one of {', '.join(known)}")
     for name in ("prompts_per_step", "mini_batch_prompts", "max_tokens_per_micro_batch", "max_new_tokens", "lr",
                  "max_prompt_length", "gen_max_tokens", "eval_size", "sft_batch_size", "head_chunk_tokens",
                  "feature_chunk_tokens", "temperature", "lam_max", "keep_checkpoints", "sapo_tau_pos", "sapo_tau_neg",
-                 "fipo_decay", "vllm_gpu_memory"):
+                 "fipo_decay", "vllm_max_batched_tokens", "dist_timeout_minutes"):
         need(getattr(a, name) > 0, f"--{name} {getattr(a, name)} must be > 0")
     for name in ("max_steps", "save_every", "eval_every", "dump_rollouts_every", "eval_samples", "K", "lam_min",
-                 "delta_gamma", "top_k", "vllm_max_model_len", "is_cap", "clip_high"):
+                 "delta_gamma", "top_k", "vllm_max_model_len", "is_cap", "clip_high", "vllm_gpu_memory",
+                 "reward_timeout"):
         need(getattr(a, name) >= 0, f"--{name} {getattr(a, name)} must be >= 0")
     need(a.group_size >= 2, f"--group_size {a.group_size}: group advantages need at least 2 responses per prompt")
     for name in ("prompts_per_step", "mini_batch_prompts", "sft_batch_size"):
@@ -1083,8 +1224,8 @@ def validate_args(a: Args, world_size: int = 1) -> None:
     need(not a.fsdp or world_size > 1, "--fsdp shards over processes: run it under torchrun (e.g. --nproc_per_node 2)")
     need(a.lam_min <= a.lam_max, f"--lam_min {a.lam_min} / --lam_max {a.lam_max}: need 0 <= lam_min <= lam_max")
     need(0 <= a.clip_low < 1 and a.clip_c > 1, f"--clip_low {a.clip_low} must be in [0, 1), --clip_c {a.clip_c} > 1")
-    need(0 < a.forking_ratio <= 1 and 0 < a.top_p <= 1 and a.vllm_gpu_memory <= 1,
-         "--forking_ratio, --top_p and --vllm_gpu_memory must be in (0, 1]")
+    need(0 < a.forking_ratio <= 1 and 0 < a.top_p <= 1 and a.vllm_gpu_memory < 1,
+         "--forking_ratio and --top_p must be in (0, 1], --vllm_gpu_memory in [0, 1)")
     need(a.fipo_low <= 1 <= a.fipo_high, f"--fipo_low {a.fipo_low}, --fipo_high {a.fipo_high}: need low <= 1 <= high")
     need(0 <= a.overlong_buffer < a.max_new_tokens,
          f"--overlong_buffer {a.overlong_buffer} must be in [0, max_new_tokens={a.max_new_tokens})")
@@ -1098,20 +1239,27 @@ def validate_args(a: Args, world_size: int = 1) -> None:
         path = getattr(a, name)
         if path and (path.startswith((".", "/")) or os.path.splitext(path)[1] in (".json", ".jsonl", ".parquet")):
             need(os.path.exists(path), f"--{name} {path}: no such file or folder")
+    if a.model:  # the config only (a hub id without the hub is left to from_pretrained's own error)
+        try:
+            config = transformers.AutoConfig.from_pretrained(a.model)
+        except (OSError, ValueError):
+            config = None
+        need(config is None or not model_problem(config), f"--model {a.model}: {model_problem(config)}")
 
 
-def resolve_defaults(args):
+def resolve_defaults(args, rows=None):
     source = os.path.basename(args.model.rstrip("/")) or ("tiny" if args.task == "addition" else f"tiny-{args.task}")
     args.run_name = args.run_name or f"{args.algo}-{source}-s{args.seed}"
     args.output_dir = args.output_dir or os.path.join("runs", args.run_name)
-    if args.instruction == "auto":
-        args.instruction = PROMPT_INSTRUCTION if args.dataset else ""
+    if args.instruction == "auto":  # a math dataset asks for the box; code prompts carry their own format
+        args.instruction = PROMPT_INSTRUCTION if args.dataset and reward_kind(args, rows or []) == "math" else ""
     args.sft_target_acc = args.sft_target_acc or TASKS[args.task]["sft_target"]
 
 
 PROMPT_INSTRUCTION = "Put the final answer in \\boxed{}."
-RESUME_FIXED = ("algo", "task", "dataset", "dataset_split", "prompt_key", "answer_key", "eval_dataset", "eval_size",
-                "instruction", "seed", "prompts_per_step", "group_size", "mini_batch_prompts", "max_prompt_length",
+RESUME_FIXED = ("algo", "task", "dataset", "dataset_split", "prompt_key", "answer_key", "code_schema", "eval_dataset",
+                "eval_size", "instruction", "seed", "prompts_per_step", "group_size", "mini_batch_prompts",
+                "max_prompt_length",
                 "max_new_tokens", "temperature", "K", "lam_min", "lam_max", "delta_margin", "delta_gamma",
                 "delta_assign", "delta_normalise")
 
@@ -1149,8 +1297,10 @@ def parse_args(argv=None) -> Args:
 TINY_CHARS = "0123456789+-*/=?.,:;!()[]{}\\$^_ abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ\n'\"<>|&%#@~`"
 
 
-def build_tiny(path, seed=0):
-    """The offline default: a character tokenizer and a Qwen3 of about 0.5 M parameters, saved to `path`."""
+def build_tiny(path, seed=0, model_type="qwen3", **config):
+    """The offline default: a character tokenizer and a Qwen3 of about 0.5 M parameters, saved to `path`; `config`
+    changes its config (the benches' larger models: other sizes, a vocabulary beyond the characters'), `model_type`
+    its family (the tests' other backbones: llama, olmo3, gemma3_text, qwen3_moe, ...)."""
     from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
     vocab = {t: i for i, t in enumerate(dict.fromkeys(["<|endoftext|>", "<unk>", *TINY_CHARS]))}
     core = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
@@ -1160,9 +1310,10 @@ def build_tiny(path, seed=0):
                                   unk_token="<unk>", padding_side="left")  # pad = eos, as in Qwen
     tok.chat_template = ("{% for m in messages %}{{ 'Q: ' + m['content'] + '\\n' }}{% endfor %}"
                          "{% if add_generation_prompt %}A: {% endif %}")  # short prompts keep the default fast
-    cfg = Qwen3Config(vocab_size=len(vocab), hidden_size=128, num_hidden_layers=2, intermediate_size=512,
-                      num_attention_heads=4, num_key_value_heads=2, head_dim=32, max_position_embeddings=256,
-                      eos_token_id=0, pad_token_id=0, bos_token_id=None, tie_word_embeddings=False)
+    tiny = dict(vocab_size=len(vocab), hidden_size=128, num_hidden_layers=2, intermediate_size=512,
+                num_attention_heads=4, num_key_value_heads=2, head_dim=32, max_position_embeddings=256,
+                eos_token_id=0, pad_token_id=0, bos_token_id=None, tie_word_embeddings=False)
+    cfg = transformers.AutoConfig.for_model(model_type, **dict(tiny, **config))
     with torch.random.fork_rng():
         torch.manual_seed(seed)
         model = AutoModelForCausalLM.from_config(cfg)
@@ -1198,10 +1349,26 @@ def chain_task(lengths, filler=0):
     return build
 
 
+def code_task(seed=0, n_eval=256):
+    """Code: write f from three of its values, `f(0)=4, f(1)=7, f(2)=10` -> a fenced `def f(x): return x*3+4`, for
+    f(x) = a x + b (a in 1..30, b in 0..30). The reward runs the program in the sandbox (rewards.py, call mode) on
+    x = 0, 1, 2 and two points the prompt does not show; any program that computes f passes."""
+    rows = []
+    for a in range(1, 31):
+        for b in range(0, 31):
+            xs = [0, 1, 2, 7, 12]
+            rows.append({"question": f"f(0)={b}, f(1)={a + b}, f(2)={2 * a + b}. f?",
+                         "answer": {"fn_name": "f", "inputs": [[x] for x in xs], "outputs": [a * x + b for x in xs]},
+                         "solution": f"```\ndef f(x): return x*{a}+{b}\n```"})
+    random.Random(seed).shuffle(rows)
+    return rows[n_eval:], rows[:n_eval]
+
+
 TASKS = {  # sft_target: the accuracy of temperature-1 samples at which the warm start stops and RL begins
     "addition": dict(build=addition_task, sft_target=0.12),
     "multistep": dict(build=chain_task((2, 3, 4, 5)), sft_target=0.2),  # 66,420 problems
     "filler": dict(build=chain_task((3, 4, 5), filler=2), sft_target=0.2),  # 66,339 problems, about 75 tokens
+    "code": dict(build=code_task, sft_target=0.15, sft_check=64),  # 930 functions; the sandbox in the reward
 }
 
 
@@ -1217,7 +1384,8 @@ def warm_start(run, log):
     a, tok = run.args, run.tok
     opt = torch.optim.AdamW(run.model.parameters(), lr=a.sft_lr, weight_decay=0.0)
     gen, per_rank = torch.Generator().manual_seed(a.seed + 1), a.sft_batch_size // run.world
-    acc, step = evaluate(run, -1, a.temperature), 0
+    check = TASKS[a.task].get("sft_check")  # held-out problems the stopping rule samples (code: the sandbox's cost)
+    acc, step = evaluate(run, -1, a.temperature, limit=check), 0
     while acc < a.sft_target_acc and step < a.sft_max_steps:
         idx = torch.randint(len(run.train_rows), (a.sft_batch_size,), generator=gen)
         rows = [run.train_rows[i] for i in idx[run.rank * per_rank:(run.rank + 1) * per_rank]]
@@ -1230,15 +1398,13 @@ def warm_start(run, log):
         opt.zero_grad(set_to_none=True)
         step += 1
         if step % 10 == 0:
-            acc = evaluate(run, -1 - step, a.temperature)
+            acc = evaluate(run, -1 - step, a.temperature, limit=check)
     log({"step": 0, "sft/steps": step, "sft/sample_accuracy": acc})
 
 
 def dump_rollout(run, roll, weights, step):
     """This rank's share of a rollout, with the weights and each token's ||v||, for bench/rollouts.py."""
-    mask, (v, _, where) = roll["batch"]["response_mask"], roll["features"]
-    v_norm = torch.zeros(mask.numel(), device=mask.device).index_put_((where,), v.float().norm(dim=-1).to(mask.device))
-    torch.save(dict(batch=roll["batch"], adv=roll["adv"], lam=weights, v_norm=v_norm.view(mask.shape), step=step,
+    torch.save(dict(batch=roll["batch"], adv=roll["adv"], lam=weights, v_norm=roll["v_norm"], step=step,
                     questions=[r["question"] for r in roll["rows"]], golds=[r["answer"] for r in roll["rows"]],
                     args=dataclasses.asdict(run.args)), os.path.join(run.args.output_dir, f"rollout-{step}.pt"))
 

@@ -13,9 +13,11 @@ and DIR/samples.jsonl (one record per sample), and prints a markdown table in th
 paper's Table 1. A model folder written by delta.py carries the prompt settings it was trained with
 (delta_prompt.json); they are the default here.
 """
+import datetime
 import json
 import math
 import os
+import random
 import re
 import sys
 import time
@@ -26,6 +28,7 @@ import torch.distributed as dist
 
 import delta
 import rewards
+from rewards import CODE_SCHEMAS, CodeSpecError, code_prompt, code_specs, get_field, lcb_in_window, lcb_release_files
 
 # name -> where it lives on the hub and how to read it (columns, kind of verifier)
 BENCHMARKS = {
@@ -40,12 +43,20 @@ BENCHMARKS = {
     "gsm8k": dict(hub="openai/gsm8k", config="main", split="test", question="question", answer="answer", title="GSM8K"),
     "humaneval": dict(hub="openai/openai_humaneval", split="test", kind="code", title="HumanEval"),
     "mbpp": dict(hub="google-research-datasets/mbpp", config="full", split="test", kind="code", title="MBPP"),
+    # code_generation_lite's release files, --lcb_release, and the window --lcb_start/--lcb_end (read_livecodebench)
+    "livecodebench": dict(hub="livecodebench/code_generation_lite", split="test", kind="code", title="LiveCodeBench"),
+    # out of domain: four shuffled choices, a letter extracted (gpqa_rows, choice_letter); a gated hub dataset
+    "gpqa_diamond": dict(hub="Idavidrein/gpqa", config="gpqa_diamond", split="train", kind="choice", title="GPQA-Diamond"),
 }
 PAPER = ["aime24", "aime25", "aime26", "hmmt25feb", "hmmt25nov", "hmmt26feb", "brumo25"]  # Table 1
 CODE_INSTRUCTION = "Write the complete solution in one ```python code block."
 MATHARENA_INSTRUCTION = "Put your final answer within \\boxed{}."  # MathArena: before the problem, one user message
 MATHARENA_AIME_HINT = "The answer is an integer between 0 and 999 inclusive."
 HUMANEVAL_STOP = ("\nclass", "\ndef", "\n#", "\nif", "\nprint")  # the Codex paper's stops for bare completions
+# lighteval's gpqa:diamond prompt (tasks/tasks/gpqa.py, gpqa_instruct_prompt), which is simple-evals' GPQA template
+GPQA_INSTRUCTION = ("Answer the following multiple choice question. The last line of your response should be of the "
+                    "following format: 'Answer: $LETTER' (without quotes) where LETTER is one of ABCD. Think step by "
+                    "step before answering.")
 
 
 @dataclass
@@ -53,10 +64,18 @@ class EvalArgs:
     model: str = field(default="", metadata={"help": "hub id or local path of the model to evaluate"})
     model_name: str = field(default="", metadata={"help": "name in the table; default the path's last two parts"})
     benchmarks: str = field(default="", metadata={"help": f"comma list of {', '.join(BENCHMARKS)}; 'paper' = the paper's seven"})
-    benchmark_dir: str = field(default="", metadata={"help": "offline copies in the hub's schema: DIR holding <name>.jsonl/.json/.parquet, or name=path,name=path"})
-    data: str = field(default="", metadata={"help": "a local .json/.jsonl/.parquet benchmark of math answers"})
-    prompt_key: str = field(default="question", metadata={"help": "question column of --data"})
-    answer_key: str = field(default="answer", metadata={"help": "answer column of --data"})
+    benchmark_dir: str = field(default="", metadata={"help": "offline copies in the hub's schema: DIR holding <name>.jsonl/.json/.parquet/.csv (livecodebench: also a folder of the hub's files), or name=path,name=path"})
+    data: str = field(default="", metadata={"help": "a local .json/.jsonl/.parquet benchmark: math answers, or code tests with --data_schema"})
+    prompt_key: str = field(default="question", metadata={"help": "question column of --data; a dotted key reads a nested column"})
+    answer_key: str = field(default="answer", metadata={"help": "answer column of --data, e.g. reward_model.ground_truth; for --data_schema jsonl the spec column"})
+    data_schema: str = field(default="math", metadata={"help": "math, or the code dataset layout of --data: deepcoder, primeintellect, apps, taco, livecodebench, jsonl"})
+    lcb_release: str = field(default="release_v5", metadata={"help": "LiveCodeBench release: release_vN / release_latest (files 1..N), vN (file N), vA_vB"})
+    lcb_start: str = field(default="", metadata={"help": "LiveCodeBench problems dated on or after YYYY-MM-DD"})
+    lcb_end: str = field(default="", metadata={"help": "LiveCodeBench problems dated on or before YYYY-MM-DD (at 00:00, as LiveCodeBench filters)"})
+    lcb_timeout: float = field(default=6.0, metadata={"help": "seconds per test (LiveCodeBench's); one sample gets (t + 1) x tests + 5, at most --code_timeout"})
+    lcb_wrap_stdin: bool = field(default=True, metadata={"help": "run LiveCodeBench's stdin programs as its harness does: top-level code wrapped in one function"})
+    code_timeout: float = field(default=60.0, metadata={"help": "wall-clock cap of one LiveCodeBench (or --data code) sample, all its tests together"})
+    gpqa_shuffle_seed: int = field(default=0, metadata={"help": "seed of GPQA's choice order; each question is shuffled by it and its Record ID"})
     instruction: str = field(default="auto", metadata={"help": "appended to each math question; auto: as the model was trained (delta_prompt.json), else ask for \\boxed{}"})
     prompt_style: str = field(default="train", metadata={"help": "train: the training prompt | matharena: MathArena's instruction before the problem, AIME's integer hint"})
     n_samples: int = field(default=16, metadata={"help": "samples per problem (the paper: 16)", "aliases": ["-n", "--num_samples"]})
@@ -125,8 +144,9 @@ def summarize(records, n, kind="math"):
     for k in sorted({2 ** i for i in range(int(math.log2(n)) + 1)} | {n}):
         out[f"pass@{k}"] = sum(pass_at_k(len(rs), round(sum(r["correct"] for r in rs)), k)
                                for rs in by_problem.values()) / max(P, 1)
-    if kind == "math":
-        out[f"maj@{n}"] = sum(majority_vote([r["extracted"] for r in rs], [r["correct"] for r in rs])
+    if kind in ("math", "choice"):  # a choice's answers are letters: equal when the same letter
+        equal = str.__eq__ if kind == "choice" else None
+        out[f"maj@{n}"] = sum(majority_vote([r["extracted"] for r in rs], [r["correct"] for r in rs], equal)
                               for rs in by_problem.values()) / max(P, 1)
     out["num_problems"] = P
     out["mean_length"] = sum(r["length"] for r in records) / max(len(records), 1)
@@ -152,14 +172,43 @@ def average(per_benchmark, n):
 # =====================================================================================
 # Data: the registry, local copies, prompts, and what a code response runs
 # =====================================================================================
+LOCAL_EXTS = (".jsonl", ".json", ".parquet", ".csv")  # GPQA's hub files are CSV
+
+
 def read_table(path, config=None, split="train"):
-    """A local file (.jsonl/.json/.parquet) or a hub dataset, as a list of dicts."""
+    """A local file (.jsonl/.json/.parquet/.csv) or a hub dataset, as a list of dicts."""
     import datasets
 
     ext = os.path.splitext(path)[1]
-    if ext in (".json", ".jsonl", ".parquet"):
-        return list(datasets.load_dataset("parquet" if ext == ".parquet" else "json", data_files=path, split="train"))
+    if ext in LOCAL_EXTS:
+        builder = {".parquet": "parquet", ".csv": "csv"}.get(ext, "json")
+        return list(datasets.load_dataset(builder, data_files=path, split="train"))
     return list(datasets.load_dataset(path, config, split=split))
+
+
+def read_jsonl(path):
+    """JSON lines read as they are (LiveCodeBench's test strings run to megabytes; no type inference)."""
+    with open(path, encoding="utf-8") as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def read_livecodebench(source, release):
+    """code_generation_lite's rows of a release: its files from the hub (hf_hub_download, cached), from a folder
+    holding them (a snapshot of the hub repository), or one local file taken whole (then the release is the
+    file's own and only the date window applies)."""
+    files = lcb_release_files(release)
+    if os.path.isfile(source):
+        return read_jsonl(source) if source.endswith(".jsonl") else read_table(source)
+    if os.path.isdir(source):
+        missing = [f for f in files if not os.path.exists(os.path.join(source, f))]
+        if missing:
+            raise delta.ArgumentError(f"{source} lacks {missing} of LiveCodeBench {release}")
+        paths = [os.path.join(source, f) for f in files]
+    else:
+        from huggingface_hub import hf_hub_download
+
+        paths = [hf_hub_download(source, f, repo_type="dataset") for f in files]
+    return [row for path in paths for row in read_jsonl(path)]
 
 
 def local_copies(benchmark_dir, names):
@@ -179,12 +228,14 @@ def local_copies(benchmark_dir, names):
         raise delta.ArgumentError(f"--benchmark_dir {benchmark_dir}: no such folder")
     found = {}
     for name in names:
-        for ext in (".jsonl", ".json", ".parquet"):
-            if os.path.exists(os.path.join(benchmark_dir, name + ext)):
-                found[name] = os.path.join(benchmark_dir, name + ext)
+        for ext in LOCAL_EXTS + ("",):  # "": a folder (livecodebench: the hub's release files)
+            path = os.path.join(benchmark_dir, name + ext)
+            if os.path.isfile(path) or (not ext and name == "livecodebench" and os.path.isdir(path)):
+                found[name] = path
                 break
         else:
-            raise delta.ArgumentError(f"--benchmark_dir {benchmark_dir} has no {name}.jsonl, .json or .parquet")
+            raise delta.ArgumentError(f"--benchmark_dir {benchmark_dir} has no {name}.jsonl, .json, .parquet or .csv"
+                                      + (" nor a livecodebench/ folder" if name == "livecodebench" else ""))
     return found
 
 
@@ -193,10 +244,57 @@ def mbpp_entry_point(tests):
     return m.group(1) if m else None
 
 
-def benchmark_rows(name, table):
+def gpqa_rows(table, seed=0):
+    """GPQA in lighteval's gpqa:diamond prompt. The four choices, [correct, incorrect 1, 2, 3], are shuffled by a
+    generator seeded with the seed and the question's Record ID (its text when there is none), so each question has
+    one order whatever the run, the rank or the other questions; answer: the correct choice's letter."""
+    rows = []
+    for i, r in enumerate(table):
+        key = r.get("Record ID") or r["Question"]
+        choices = [r["Correct Answer"], r["Incorrect Answer 1"], r["Incorrect Answer 2"], r["Incorrect Answer 3"]]
+        order = list(range(4))
+        random.Random(f"gpqa:{seed}:{key}").shuffle(order)
+        options = "\n".join(f"{'ABCD'[j]}) {str(choices[k]).strip()}" for j, k in enumerate(order))
+        rows.append({"id": r.get("Record ID", i), "question": f"{GPQA_INSTRUCTION}\n\n{r['Question'].strip()}\n\n{options}",
+                     "answer": "ABCD"[order.index(0)], "order": order})
+    return rows
+
+
+def livecodebench_rows(table, start="", end=""):
+    """code_generation_lite rows in the window, each with its spec (public then private tests; a bad row is named
+    before any work), LiveCodeBench's prompt, and the test count that sets its time limit."""
+    kept = [r for r in table if lcb_in_window(r, start or None, end or None)]
+    specs = [dict(spec, compare="lcb") for spec in code_specs(kept, "livecodebench")]  # its own comparison rules
+    return [{"id": r["question_id"], "question": code_prompt(r["question_content"], r.get("starter_code") or ""),
+             "answer": spec, "platform": r.get("platform"), "difficulty": r.get("difficulty"),
+             "contest_date": str(r["contest_date"]), "tests": len(spec["inputs"])} for r, spec in zip(kept, specs)]
+
+
+def data_rows(table, args):
+    """--data: math rows (question and answer columns, dotted keys for nested ones) or code rows in a known layout."""
+    if args.data_schema == "math":
+        return [{"id": i, "question": str(get_field(r, args.prompt_key)), "answer": get_field(r, args.answer_key)}
+                for i, r in enumerate(table)]
+    layout = CODE_SCHEMAS[args.data_schema]
+    specs = code_specs(table, args.data_schema, **({"key": args.answer_key} if args.data_schema == "jsonl" else {}))
+    question = args.prompt_key if args.data_schema == "jsonl" else layout["question"]
+    rows = []
+    for i, (r, spec) in enumerate(zip(table, specs)):
+        starter = (r.get(layout["starter"]) or "") if layout["starter"] else ""
+        rows.append({"id": i, "question": code_prompt(str(get_field(r, question)), starter,
+                                                      None if "inputs" not in spec else spec.get("fn_name")),
+                     "answer": spec, "tests": len(spec.get("inputs", [0]))})
+    return rows
+
+
+def benchmark_rows(name, table, args=None):
     """Rows {"id", "question", "answer"} of a registered benchmark from its table in the hub's schema.
-    answer: the gold string (math) or the test spec of rewards.code_reward (code)."""
+    answer: the gold string (math), the test spec of rewards.code_reward (code) or the right letter (choice)."""
     spec = BENCHMARKS[name]
+    if name == "livecodebench":
+        return livecodebench_rows(table, args.lcb_start if args else "", args.lcb_end if args else "")
+    if name == "gpqa_diamond":
+        return gpqa_rows(table, args.gpqa_shuffle_seed if args else 0)
     rows = []
     for i, r in enumerate(table):
         if name == "gsm8k":
@@ -218,9 +316,35 @@ def benchmark_rows(name, table):
     return rows
 
 
-def code_to_grade(text, row, name):
+def lcb_stdin_program(code):
+    """A stdin program as LiveCodeBench's harness runs it (testing_util.py: clean_if_name, make_function, call_method):
+    a final `if __name__ == '__main__':` replaced by its body, the top-level imports kept at the top and every other
+    top-level statement moved into one function, which is called once, a SystemExit ignored. So a top-level `return`
+    ends the program, and a module-level name that shadows a builtin it reads first (`min = min(a)`) fails, as
+    there. Code that does not parse is left as it is (it fails either way). The code is parsed, never run."""
+    import ast
+
+    try:
+        body = ast.parse(code).body
+        if body and isinstance(body[-1], ast.If) and ast.unparse(body[-1].test).strip() == "__name__ == '__main__'":
+            body = body[:-1] + body[-1].body
+        imports = [s for s in body if isinstance(s, (ast.Import, ast.ImportFrom))]
+        wrapped = ast.FunctionDef(name="wrapped_function", args=ast.arguments(posonlyargs=[], args=[], kwonlyargs=[],
+                                  kw_defaults=[], defaults=[]), body=[s for s in body if s not in imports],
+                                  decorator_list=[], lineno=1)
+        program = ast.unparse(imports) + "\n" + ast.unparse(wrapped)
+    except (SyntaxError, ValueError, TypeError, RecursionError, MemoryError):
+        return code
+    return program + "\n\n\ntry:\n    wrapped_function()\nexcept SystemExit:\n    pass\n"
+
+
+def code_to_grade(text, row, name, lcb_wrap=True):
     """The response as rewards.code_reward grades it: fenced blocks as written; a bare completion (a base
-    model continuing the prompt) cut at the Codex stop sequences and fenced."""
+    model continuing the prompt) cut at the Codex stop sequences and fenced. LiveCodeBench's stdin programs are
+    rewritten as its harness runs them (lcb_stdin_program) unless lcb_wrap is false."""
+    if name == "livecodebench" and lcb_wrap and "fn_name" not in row["answer"]:
+        code = rewards.extract_code(text)
+        return f"```python\n{lcb_stdin_program(text if code is None else code)}\n```"
     if rewards.extract_code(text) is not None:
         return text
     if name == "humaneval":
@@ -229,7 +353,45 @@ def code_to_grade(text, row, name):
     return f"```python\n{text}\n```"
 
 
+# GPQA's letter, read in tiers; the first tier with a match decides and, within it, the last match. The tiers follow
+# lighteval's order for choice indices (metrics/utils/extractive_match_utils.py): "final answer is X", then the word
+# answer with a colon, then the word answer nearby, then a line that starts with the letter, then a letter standing
+# alone. Its last tier (any capital A-D anywhere, "DNA" included) is left out, \boxed{X} is read before the line
+# tiers (reasoning models box their letter), and a response whose last line is an answer without a letter ("Answer:
+# None of the above", "Answer: ABCD") chose none. Text after the last </think> when there is one.
+_L = r"(?<![A-Za-z0-9/])\(?([ABCD])\)?"  # a letter, perhaps in parentheses, not the end of a word or of "N/A"
+_OPEN = r"""(?:[\s*$({\["'“‘]|\\\(|\\\[|\\boxed\{|\\text(?:bf)?\{|\\mathrm\{)*"""  # markdown, quotes, $, \( \), \boxed{, \text{
+_END = r"(?![A-Za-z0-9])"
+CHOICE_TIERS = [re.compile(p) for p in (
+    rf"(?i:final answer)[^\n]{{0,100}}?(?i:\bis)\s*:?{_OPEN}{_L}{_END}",
+    rf"(?i:\banswer)\s*(?:\*\*)?\s*[:：]{_OPEN}(?:(?i:option|choice)\s*)?{_L}{_END}",
+    rf"(?i:\banswer\b)[^\n]{{0,50}}?{_OPEN}{_L}(?:\*\*)?(?=[.,:;!)\s]|$)",
+    rf"\\boxed\{{(?:\\text\{{)?\s*{_L}",
+    rf"(?m)^\s*(?:\*\*)?{_L}(?:\*\*)?(?=[.,:)\s]|$)",
+    rf"(?<![A-Za-z0-9]){_L}(?![A-Za-z0-9'’-])",
+)]
+_ANCHORED = 4  # the tiers before this one need an answer anchor (or a box)
+
+
+def choice_letter(text):
+    """The letter a GPQA response chose, or None (see CHOICE_TIERS)."""
+    if not isinstance(text, str):
+        return None
+    text = text[text.rfind("</think>") + len("</think>"):] if "</think>" in text else text
+    for k, tier in enumerate(CHOICE_TIERS):
+        if k == _ANCHORED and re.match(r"\W*(?:final\s+|correct\s+)?answer\b", text.strip().rsplit("\n", 1)[-1], re.I):
+            return None  # an answer stated without a letter: no choice, not a guess from the text before it
+        found = list(tier.finditer(text))
+        if found:
+            return found[-1].group(1)
+    return None
+
+
 def prompt_text(tok, row, kind, name, args, instruction):
+    if kind == "code" and row["question"].startswith("### Question:"):  # code_prompt's: the format is in it
+        return delta.prompt_text(tok, row["question"], "")
+    if kind == "choice":
+        return delta.prompt_text(tok, row["question"], "")
     if kind == "code":
         return delta.prompt_text(tok, row["question"], CODE_INSTRUCTION)
     if args.prompt_style == "matharena":  # the instruction first, then the problem, in one user message
@@ -260,13 +422,7 @@ def sample_benchmark(sampler, rows, kind, args, instruction, name="data"):
     records = []
     if mine:
         texts = delta.decode_responses(tok, batch)
-        if kind == "code":
-            graded = [code_to_grade(t, rows[p], name) for t, (p, _) in zip(texts, mine)]
-            verdicts = rewards.score_batch(graded, [rows[p]["answer"] for p, _ in mine], "code")
-            extracted = [rewards.extract_code(g, rows[p]["answer"].get("entry_point")) for g, (p, _) in zip(graded, mine)]
-        else:
-            verdicts = rewards.score_batch(texts, [rows[p]["answer"] for p, _ in mine])
-            extracted = [rewards.extract_answer(t) for t in texts]
+        verdicts, extracted = grade(texts, [rows[p] for p, _ in mine], kind, name, args)
         for (p, s), text, ok, ex, length, trunc in zip(mine, texts, verdicts, extracted, batch["response_mask"].sum(1).tolist(),
                                                        batch["truncated"].tolist()):
             records.append({"benchmark": name, "problem_id": rows[p]["id"], "problem_index": p, "sample": s,
@@ -276,6 +432,30 @@ def sample_benchmark(sampler, rows, kind, args, instruction, name="data"):
         dist.all_gather_object(parts, records)
         records = [r for part in parts for r in part]
     return sorted(records, key=lambda r: (r["problem_index"], r["sample"]))
+
+
+def code_timeout(rows, name, args):
+    """One limit for a batch of code samples: LiveCodeBench's bound for its largest problem, (per-test limit + 1) x
+    tests + 5 as its check_correctness allows, capped by --code_timeout; rewards.py's default elsewhere."""
+    if name != "livecodebench" and not any("tests" in r for r in rows):
+        return None
+    per_test = args.lcb_timeout if args is not None else 6.0
+    cap = args.code_timeout if args is not None else 60.0
+    return min(cap, max((per_test + 1) * r.get("tests", 1) + 5 for r in rows))
+
+
+def grade(texts, rows, kind, name, args=None):
+    """(verdicts, extracted) of responses, each against its row: code sandboxed through rewards.score_batch (the
+    graded block, or a bare completion), math through its verifier, a choice by its letter."""
+    if kind == "code":
+        graded = [code_to_grade(t, r, name, args.lcb_wrap_stdin if args is not None else True) for t, r in zip(texts, rows)]
+        verdicts = rewards.score_batch(graded, [r["answer"] for r in rows], "code", timeout=code_timeout(rows, name, args))
+        entry = lambda spec: spec.get("entry_point") or spec.get("fn_name")  # the model's block, before any rewrite
+        return verdicts, [rewards.extract_code(code_to_grade(t, r, name, False), entry(r["answer"])) for t, r in zip(texts, rows)]
+    if kind == "choice":
+        letters = [choice_letter(t) for t in texts]
+        return [float(x is not None and x == r["answer"]) for x, r in zip(letters, rows)], letters
+    return rewards.score_batch(texts, [r["answer"] for r in rows]), [rewards.extract_answer(t) for t in texts]
 
 
 def markdown_table(model_name, results, n):
@@ -288,8 +468,8 @@ def markdown_table(model_name, results, n):
 
 def sampler_args(args, longest_prompt):
     """delta.py's arguments for its sampler (HF generate or vLLM), from eval.py's."""
-    return delta.Args(seed=args.seed, bf16=args.bf16, max_prompt_length=longest_prompt, max_new_tokens=args.max_new_tokens,
-                      top_p=args.top_p, top_k=args.top_k, gen_max_tokens=args.gen_max_tokens, vllm=args.vllm,
+    return delta.Args(seed=args.seed, precision="auto" if args.bf16 else "fp32", max_prompt_length=longest_prompt,
+                      max_new_tokens=args.max_new_tokens, top_p=args.top_p, top_k=args.top_k, gen_max_tokens=args.gen_max_tokens, vllm=args.vllm,
                       vllm_gpu_memory=args.vllm_gpu_memory, vllm_max_model_len=args.vllm_max_model_len)
 
 
@@ -308,9 +488,27 @@ def validate(args):
         raise delta.ArgumentError("--n_samples, --max_new_tokens and --gen_max_tokens must be >= 1 and --temperature >= 0")
     if args.prompt_style not in ("train", "matharena"):
         raise delta.ArgumentError(f"--prompt_style {args.prompt_style!r}: use train or matharena")
+    if args.data_schema != "math" and args.data_schema not in CODE_SCHEMAS:
+        raise delta.ArgumentError(f"--data_schema {args.data_schema!r}: use math or one of {', '.join(CODE_SCHEMAS)}")
+    try:
+        lcb_release_files(args.lcb_release)
+        for date in filter(None, (args.lcb_start, args.lcb_end)):
+            datetime.datetime.strptime(date, "%Y-%m-%d")
+    except ValueError as e:
+        raise delta.ArgumentError(f"--lcb_release/--lcb_start/--lcb_end: {e}") from None
+    if args.lcb_timeout <= 0 or args.code_timeout <= 0:
+        raise delta.ArgumentError("--lcb_timeout and --code_timeout must be > 0")
     if args.vllm:
         delta.validate_args(sampler_args(args, 1))  # vLLM installed
     return names, local_copies(args.benchmark_dir, names)
+
+
+def load_benchmark(name, copies, args):
+    """A registered benchmark's table: the local copy when given, else the hub (LiveCodeBench: a release's files)."""
+    source = copies.get(name) or BENCHMARKS[name]["hub"]
+    if name == "livecodebench":
+        return read_livecodebench(source, args.lcb_release)
+    return read_table(source, BENCHMARKS[name].get("config"), BENCHMARKS[name]["split"])
 
 
 def main(args: EvalArgs):
@@ -320,6 +518,23 @@ def main(args: EvalArgs):
     hf_logging.disable_progress_bar()
     rank, world, device = delta.setup_distributed()
     torch.manual_seed(args.seed + rank)
+    # every benchmark's rows first, so that a malformed test spec or an empty window stops the run before any work
+    suites = [(b, benchmark_rows(b, load_benchmark(b, copies, args), args), BENCHMARKS[b].get("kind", "math"))
+              for b in names]
+    if args.data:
+        local = os.path.splitext(os.path.basename(args.data))[0]
+        local = f"{local}-local" if local in BENCHMARKS else local  # never overwrite a registered benchmark
+        table = read_jsonl(args.data) if args.data.endswith(".jsonl") else read_table(args.data)
+        try:
+            rows = data_rows(table, args)
+        except KeyError as e:
+            raise delta.ArgumentError(f"--data {args.data}: {e.args[0]} (set --prompt_key/--answer_key)") from None
+        suites.append((local, rows, "math" if args.data_schema == "math" else "code"))
+    suites = [(name, rows[:args.limit] if args.limit else rows, kind) for name, rows, kind in suites]
+    empty = [name for name, rows, _ in suites if not rows]
+    if empty:
+        raise delta.ArgumentError(f"no problems in {empty} (LiveCodeBench: --lcb_release {args.lcb_release}, window "
+                                  f"{args.lcb_start or '...'} to {args.lcb_end or '...'})")
     bf16 = device.type == "cuda" and args.bf16
     if args.vllm:  # vLLM samples from the model folder; no second copy of the weights on the GPU
         model, tok = None, delta.load_tokenizer(args.model)
@@ -327,18 +542,10 @@ def main(args: EvalArgs):
         model, tok = delta.load_model(args.model, device, torch.bfloat16 if bf16 else torch.float32)
         model.eval()
     instruction = trained_instruction(args.model) if args.instruction == "auto" else args.instruction
-    suites = [(b, benchmark_rows(b, read_table(copies.get(b) or BENCHMARKS[b]["hub"], BENCHMARKS[b].get("config"),
-                                               BENCHMARKS[b]["split"])), BENCHMARKS[b].get("kind", "math")) for b in names]
-    if args.data:
-        local = os.path.splitext(os.path.basename(args.data))[0]
-        local = f"{local}-local" if local in BENCHMARKS else local  # never overwrite a registered benchmark
-        rows = delta.load_rows(args.data, "train", args.prompt_key, args.answer_key)
-        suites.append((local, [dict(r, id=i) for i, r in enumerate(rows)], "math"))
-    suites = [(name, rows[:args.limit] if args.limit else rows, kind) for name, rows, kind in suites]
     longest = max(len(tok(prompt_text(tok, r, k, n, args, instruction), add_special_tokens=False).input_ids)
                   for n, rows, k in suites for r in rows)
-    sampler = delta.make_sampler(sampler_args(args, longest), model, tok, args.model, delta.DDP(world, device), rank,
-                                 world, device)
+    sampler = delta.make_sampler(sampler_args(args, longest), model, tok, args.model, delta.DDP(world, device, bf16),
+                                 rank)
     model_name = args.model_name or "/".join(args.model.rstrip("/").split("/")[-2:])
     results, samples = {"model": args.model, "config": asdict(args), "instruction": instruction, "benchmarks": {}}, []
     for name, rows, kind in suites:
@@ -369,5 +576,5 @@ if __name__ == "__main__":
 
     try:
         main(HfArgumentParser(EvalArgs).parse_args_into_dataclasses()[0])
-    except delta.ArgumentError as e:
+    except (delta.ArgumentError, CodeSpecError) as e:
         sys.exit(f"eval.py: error: {e}")

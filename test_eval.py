@@ -1,4 +1,5 @@
-"""Tests of eval.py: the estimators against exact formulas, the CLI offline, 2 ranks = 1 rank."""
+"""Tests of eval.py: the estimators against exact formulas, the CLI offline, 2 ranks = 1 rank, the code datasets'
+layouts, LiveCodeBench and GPQA, and agreement with their reference harnesses on committed samples."""
 import json
 import math
 import os
@@ -12,9 +13,8 @@ import torch
 import delta
 import eval as evaluation
 import rewards
+from conftest import ROOT, lcb_encode, lcb_row_1873a, run_script
 from eval import majority_vote, pass_at_k, summarize
-
-ROOT = os.path.dirname(os.path.abspath(__file__))
 
 
 def test_pass_at_k_equals_exact_binomials_for_all_n_up_to_20():
@@ -69,22 +69,19 @@ def test_average_row_treats_benchmarks_as_independent():
 
 
 @pytest.fixture(scope="module")
-def tiny_and_data(tmp_path_factory):
+def tiny_and_data(tiny, tmp_path_factory):
+    """conftest's tiny model and a local benchmark of 12 addition problems (nested-free columns q, a)."""
     d = tmp_path_factory.mktemp("evaldata")
-    delta.build_tiny(str(d / "model"))
     rows = delta.addition_task(0, 12)[1]
     with open(d / "bench.jsonl", "w") as f:
         for r in rows:
             f.write(json.dumps({"q": r["question"], "a": int(r["answer"])}) + "\n")
-    return str(d / "model"), str(d / "bench.jsonl")
+    return tiny, str(d / "bench.jsonl")
 
 
 def run_eval(model, data, out, *extra, torchrun=False):
-    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONWARNINGS="ignore")
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--standalone"] if torchrun else [sys.executable]
-    argv = ["eval.py", "--model", model, "--data", data, "--prompt_key", "q", "--answer_key", "a",
-            "--max_new_tokens", "24", "--output_dir", out, *extra]
-    return subprocess.run(cmd + argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    return run_script(["eval.py", "--model", model, "--data", data, "--prompt_key", "q", "--answer_key", "a",
+                       "--max_new_tokens", "24", "--output_dir", out, *extra], torchrun=torchrun)
 
 
 def test_cli_writes_results_and_samples_with_documented_keys(tiny_and_data, tmp_path):
@@ -101,7 +98,8 @@ def test_cli_writes_results_and_samples_with_documented_keys(tiny_and_data, tmp_
     for key in ("benchmark", "problem_id", "sample", "response", "extracted", "correct", "length", "truncated"):
         assert all(key in s for s in samples), key
     assert m["avg@4"] == pytest.approx(sum(s["correct"] for s in samples) / 48)
-    assert "| model | bench | Avg |" in p.stdout and "| evaldata0/model |" in p.stdout.replace("evaldata1", "evaldata0")
+    name = "/".join(model.rstrip("/").split("/")[-2:])  # the model path's last two parts
+    assert "| model | bench | Avg |" in p.stdout and f"| {name} |" in p.stdout
     assert res["instruction"] == delta.PROMPT_INSTRUCTION  # a model folder without delta_prompt.json
 
 
@@ -281,3 +279,155 @@ def test_eval_with_and_without_vllm_gives_the_same_greedy_results(tiny_and_data,
     key = lambda path: [(r["problem_id"], r["response"], r["correct"]) for r in map(json.loads, open(f"{path}/samples.jsonl"))]
     assert key(hf) == key(vl)
     assert json.load(open(f"{hf}/results.json"))["benchmarks"] == json.load(open(f"{vl}/results.json"))["benchmarks"]
+
+
+# ------------------------------------------------------------------------------------- LiveCodeBench and GPQA-Diamond
+# The code datasets' readers (rewards.py, section 4) are tested in test_rewards.py; here, the benchmarks built on them.
+EVAL_DATA = os.path.join(ROOT, "bench", "data", "eval")
+
+
+def test_livecodebench_functional_rows_call_the_method_named_in_metadata():
+    """A LeetCode problem in code_generation_lite's layout: starter code with class Solution, metadata func_name,
+    each test's input one JSON argument per line (lcb_runner/benchmarks/code_generation.py, testing_util.py's
+    grade_call_based). The problem is LiveCodeBench's own few-shot example (lcb_runner/prompts/few_shot_examples/
+    generation/func.json, MIT): unequalTriplets, its tests from its statement."""
+    tests = [{"input": "[4, 4, 2, 4, 3]", "output": "3", "testtype": "functional"},
+             {"input": "[1, 1, 1, 1, 1]", "output": "0", "testtype": "functional"}]
+    row = {"question_title": "number-of-unequal-triplets-in-array", "question_content": "Find the number of triplets...",
+           "platform": "leetcode", "question_id": "2566", "contest_id": "weekly-contest-322", "contest_date": "2022-11-20T00:00:00",
+           "starter_code": "class Solution:\n    def unequalTriplets(self, nums: List[int]) -> int:\n        ",
+           "difficulty": "easy", "public_test_cases": json.dumps(tests[:1]), "private_test_cases": lcb_encode(tests[1:]),
+           "metadata": json.dumps({"func_name": "unequalTriplets"})}
+    spec = rewards.spec_livecodebench(row)
+    assert spec == {"fn_name": "unequalTriplets", "inputs": [[[4, 4, 2, 4, 3]], [[1, 1, 1, 1, 1]]], "outputs": [3, 0]}
+    two = dict(row, public_test_cases=json.dumps([{"input": "\"abc\"\n2", "output": "[1, 2]", "testtype": "functional"}]),
+               private_test_cases="")
+    assert rewards.spec_livecodebench(two)["inputs"] == [["abc", 2]]  # one argument per line
+    prompt = rewards.code_prompt(row["question_content"], row["starter_code"])
+    assert rewards.LCB_WITH_STARTER in prompt and row["starter_code"] in prompt and "stdin" not in prompt
+    answer = ("```python\nclass Solution:\n    def unequalTriplets(self, a: List[int]) -> int:\n        n = len(a)\n"
+              "        return sum(len({a[i], a[j], a[k]}) == 3 for i in range(n) for j in range(i + 1, n) "
+              "for k in range(j + 1, n))\n```")
+    rows = evaluation.livecodebench_rows([row])
+    assert evaluation.grade([answer, answer.replace("== 3", "== 2")], rows * 2, "code", "livecodebench")[0] == [1.0, 0.0]
+
+
+def test_stdin_programs_run_as_livecodebench_wraps_them():
+    """Cases written here: what LiveCodeBench's wrapping (testing_util.py make_function) changes, checked in the
+    sandbox through eval.py's grading, with the wrapping and without it."""
+    row = evaluation.livecodebench_rows([dict(lcb_row_1873a(), private_test_cases="")])
+    ok = "t = int(input())\nfor _ in range(t):\n    s = input()\n    print('YES' if sum(a != b for a, b in zip(s, 'abc')) in (0, 2) else 'NO')\n"
+    programs = {
+        "a top-level return ends the program": ok + "return\nprint('extra')\n",
+        "a shadowed builtin read first fails": "min = min([1, 2])\n" + ok,
+        "SystemExit after the output is ignored": ok + "import sys\nsys.exit(3)\n",
+        "a __main__ guard runs its body": "def main():\n" + "".join("    " + line + "\n" for line in ok.splitlines()) +
+                                         "if __name__ == '__main__':\n    main()\n",
+    }
+    texts = [f"```python\n{p}```" for p in programs.values()]
+    wrapped = evaluation.grade(texts, row * 4, "code", "livecodebench")[0]
+    plain = evaluation.grade(texts, row * 4, "code", "livecodebench", evaluation.EvalArgs(lcb_wrap_stdin=False))[0]
+    assert wrapped == [1.0, 0.0, 1.0, 1.0] and plain == [0.0, 1.0, 0.0, 1.0]
+    assert evaluation.lcb_stdin_program("def f(:\n") == "def f(:\n"  # does not parse: left as it is
+
+
+def test_livecodebench_grading_agrees_with_its_harness_on_a_committed_sample():
+    """18 public TACO solutions (BAAI/TACO, Apache-2.0, as copied in github.com/Baidicoot/rl-character) on 7 TACO
+    problems written into code_generation_lite's layout, with the verdicts of LiveCodeBench's own testing_util.py
+    recorded by bench/bench_eval_agreement.py; the 2 known differences (LiveCodeBench's in-process harness breaks
+    quit() and a stdin bound before its patch) are asserted with their reasons."""
+    recs = [json.loads(line) for line in open(os.path.join(EVAL_DATA, "lcb_agreement_sample.jsonl"))]
+    rows = evaluation.livecodebench_rows([r["row"] for r in recs])
+    got = evaluation.grade([r["response"] for r in recs], rows, "code", "livecodebench")[0]
+    known = [r for r in recs if "known_difference" in r]
+    assert len(recs) == 18 and len(known) == 2
+    for r, verdict in zip(recs, got):
+        assert (verdict == 1.0) == (r["reference_pass"] != ("known_difference" in r)), (r["row"]["question_id"], r.get("known_difference"))
+
+
+def test_gpqa_prompt_and_choice_order():
+    """Rows in GPQA's CSV layout (Idavidrein/gpqa: Question, Correct Answer, Incorrect Answer 1-3, Record ID); the
+    content is written here (GPQA asks that its questions not be published)."""
+    table = [{"Record ID": f"rec{i}", "Question": f" Which is number {i}? ", "Correct Answer": f"right {i}",
+              "Incorrect Answer 1": f"wrong {i}a", "Incorrect Answer 2": f"wrong {i}b", "Incorrect Answer 3": f"wrong {i}c"}
+             for i in range(40)]
+    rows = evaluation.gpqa_rows(table)
+    for r, t in zip(rows, table):
+        lines = r["question"].split("\n")
+        assert r["question"].startswith(evaluation.GPQA_INSTRUCTION + "\n\n" + t["Question"].strip() + "\n\nA) ")
+        assert f"{r['answer']}) {t['Correct Answer']}" in lines and len([x for x in lines if x[1:3] == ") "]) == 4
+    assert rows == evaluation.gpqa_rows(table) and evaluation.gpqa_rows(table[::-1])[::-1] == rows  # fixed per question
+    assert len({r["answer"] for r in rows}) == 4 and len({tuple(r["order"]) for r in rows}) > 10
+    assert evaluation.gpqa_rows(table, seed=1) != rows
+
+
+def test_gpqa_letters_agree_with_lightevals_own_cases():
+    """lighteval's test cases for its GPQA metrics (tests/unit/metrics/test_cases/gpqa_instruct_metric.json and
+    gpqa_instruct_pass_at_k.json, MIT): the same verdicts, one response at a time and as pass@k."""
+    cases = [json.loads(line) for line in open(os.path.join(EVAL_DATA, "gpqa_lighteval_cases.jsonl"))]
+    assert len(cases) == 32
+    for c in cases:
+        right = [evaluation.choice_letter(r) == c["gold"] for r in c["responses"]]
+        got = float(right[0]) if c["metric"] == "extractive_match" else pass_at_k(len(right), sum(right), c["params"]["k"])
+        assert got == pytest.approx(c["expected"]), c["name"]
+    letters = {"Answer: $\\boxed{B}$": "B", "Answer: \\( \\text{C} \\)": "C", "**Final Answer: D) 8**": "D",
+               "Answer: None of the above": None, "Answer: ABD": None, "Answer: N/A": None, "The DNA": None,
+               "<think>Answer: A</think>\nAnswer: B": "B", "so the final answer is (C). I hope": "C"}
+    assert {t: evaluation.choice_letter(t) for t in letters} == letters  # cases written here
+
+
+def test_summarize_choice_benchmarks_vote_on_letters():
+    recs = [{"problem_id": 0, "correct": float(x == "B"), "extracted": x, "length": 1, "truncated": False}
+            for x in ("B", "C", "B", None)]
+    m = summarize(recs, 4, "choice")
+    assert m["avg@4"] == 0.5 and m["maj@4"] == 1.0
+
+
+def test_cli_livecodebench_and_gpqa_from_local_copies(tiny_and_data, tmp_path):
+    """The hub's layouts offline: a livecodebench/ folder of release files (--lcb_release v5: test5.jsonl), a window
+    that keeps one of two problems, and gpqa_diamond.csv; then a malformed row is refused before any work."""
+    import csv
+
+    model, _ = tiny_and_data
+    d = tmp_path / "bench"
+    (d / "livecodebench").mkdir(parents=True)
+    kept, dropped = lcb_row_1873a(), dict(lcb_row_1873a(), question_id="old", contest_date="2023-01-01T00:00:00")
+    write_table(d / "livecodebench" / "test5.jsonl", [kept, dropped])
+    fields = ["Record ID", "Question", "Correct Answer", "Incorrect Answer 1", "Incorrect Answer 2", "Incorrect Answer 3"]
+    with open(d / "gpqa_diamond.csv", "w", newline="") as f:
+        w = csv.DictWriter(f, fields)
+        w.writeheader()
+        w.writerows([dict(zip(fields, [f"rec{i}", f"Pick {i}.", "yes", "no", "never", "maybe"])) for i in range(3)])
+    out = tmp_path / "out"
+    args = ["eval.py", "--model", model, "--benchmarks", "livecodebench,gpqa_diamond", "--benchmark_dir", str(d),
+            "--lcb_release", "v5", "--lcb_start", "2023-08-01", "-n", "2", "--max_new_tokens", "8", "--output_dir", str(out)]
+    env = dict(os.environ, OMP_NUM_THREADS="1", HF_HUB_OFFLINE="1", PYTHONWARNINGS="ignore")
+    p = subprocess.run([sys.executable, *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stderr[-3000:]
+    res = json.load(open(out / "results.json"))
+    lcb, gpqa = res["benchmarks"]["livecodebench"], res["benchmarks"]["gpqa_diamond"]
+    assert lcb["num_problems"] == 1 and "pass@1" in lcb and "maj@2" not in lcb
+    assert gpqa["num_problems"] == 3 and "maj@2" in gpqa and "| LiveCodeBench | GPQA-Diamond |" in p.stdout
+    samples = [json.loads(line) for line in open(out / "samples.jsonl")]
+    assert {s["problem_id"] for s in samples} == {"1873_A", "rec0", "rec1", "rec2"} and len(samples) == 8
+    write_table(d / "livecodebench" / "test5.jsonl", [kept, dict(kept, question_id="bad", public_test_cases="[]", private_test_cases="")])
+    p = subprocess.run([sys.executable, *args[:4], "livecodebench", *args[5:]], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert p.returncode != 0 and "row 1 (bad) of livecodebench" in p.stderr and "no test inputs" in p.stderr
+    p = subprocess.run([sys.executable, *args[:4], "livecodebench", "--benchmark_dir", str(d), "--lcb_release", "v4"],
+                       cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert p.returncode != 0 and "lacks ['test4.jsonl']" in p.stderr
+
+
+def test_data_rows_read_nested_answers_and_code_layouts():
+    """--data: a math file with the answer nested as verl stores it, and a code file in a named layout; a missing
+    column is named."""
+    verl = [{"prompt": "What is 2+2?", "reward_model": {"ground_truth": "4", "style": "rule"}}]
+    rows = evaluation.data_rows(verl, evaluation.EvalArgs(prompt_key="prompt", answer_key="reward_model.ground_truth"))
+    assert rows == [{"id": 0, "question": "What is 2+2?", "answer": "4"}]
+    code = [{"question": "Add.", "tests": {"fn_name": "add", "inputs": [[1, 2]], "outputs": [3]}}]
+    rows = evaluation.data_rows(code, evaluation.EvalArgs(data_schema="jsonl", answer_key="tests"))
+    assert rows[0]["answer"] == code[0]["tests"] and "`add`" in rows[0]["question"] and rows[0]["tests"] == 1
+    apps = [{"question": "Echo.", "starter_code": "", "input_output": json.dumps({"inputs": ["1\n"], "outputs": ["1\n"]})}]
+    assert rewards.LCB_STDIN in evaluation.data_rows(apps, evaluation.EvalArgs(data_schema="apps"))[0]["question"]
+    with pytest.raises(KeyError, match="no field 'reward_model.answer'"):
+        evaluation.data_rows(verl, evaluation.EvalArgs(prompt_key="prompt", answer_key="reward_model.answer"))

@@ -2,19 +2,24 @@
 
 Sections: math (bench/math_cases.py graded once per session, the composition with math-verify, extraction,
 hostile LaTeX); code grading (the three modes, how outputs compare, which block is graded, specs); the worker
-pool. The sandbox itself (isolation, attacks, honest programs) is test_sandbox.py's.
+pool; the code datasets' readers (each schema on rows in its real layout, LiveCodeBench's private tests without
+unpickling). The sandbox itself (isolation, attacks, honest programs) is test_sandbox.py's.
 """
+import base64
 import hashlib
+import json
 import os
+import pickle
 import subprocess
 import sys
 import threading
 import time
+import zlib
 
 import pytest
 
 import rewards
-from conftest import ADD, ASSERT, CALL, STDIN, fence
+from conftest import ADD, ASSERT, CALL, STDIN, fence, lcb_encode, lcb_row_1873a
 from rewards import code_reward, extract_answer, math_reward, score_batch
 
 B = lambda s: f"Some reasoning first. So the answer is $\\boxed{{{s}}}$."
@@ -307,3 +312,182 @@ def test_score_batch_runs_code_items():
     stats = {}
     got = score_batch([fence(ADD), fence("while True: pass")], [ASSERT, ASSERT], kind="code", timeout=2, stats=stats)
     assert got == [1.0, 0.0] and stats == {"timeouts": 0, "errors": 0}  # the sandbox's own limit ended the loop
+
+
+def test_livecodebench_comparison_is_its_harness_rule():
+    """"compare": "lcb" compares as lcb_runner/evaluation/testing_util.py does: stripped lines, the same count, each
+    equal as text or as Decimals (so 2.50 == 2.5 but not 2.6666666666666665 == 2.6666666667, and a word is a
+    mismatch); call-based results by plain == (0 == False there). The default rules are kept otherwise."""
+    assert rewards.lcb_stdout_matches("  3\n2.50 1\n\n", "3\n2.5 1.0")
+    assert not rewards.lcb_stdout_matches("2.6666666666666665", "2.6666666667")
+    assert rewards.stdout_matches("2.6666666666666665", "2.6666666667")  # the default: within FLOAT_TOLERANCE
+    assert not rewards.lcb_stdout_matches("1 2", "1\n2") and not rewards.lcb_stdout_matches("YES", "yes")
+    assert not rewards.lcb_stdout_matches("abc 1", "abc 2") and rewards.lcb_stdout_matches("abc 1", "abc 1")
+    zero = fence("def f(x):\n    return 0")
+    spec = {"fn_name": "f", "inputs": [[1]], "outputs": [False]}
+    assert code_reward(zero, spec) == 0.0 and code_reward(zero, dict(spec, compare="lcb")) == 1.0
+    with pytest.raises(ValueError, match="compare"):
+        code_reward(zero, dict(spec, compare="loose"))
+
+
+# ------------------------------------------------------------------------------------- code datasets -> test specs
+# Each schema on rows in its real layout; where a row comes from is said beside it (rewards.py, section 4).
+def test_livecodebench_private_tests_are_read_from_the_datasets_encoding():
+    row = lcb_row_1873a()
+    spec = rewards.spec_livecodebench(row)
+    assert "fn_name" not in spec and len(spec["inputs"]) == 5  # 1 public + 4 private, public first
+    assert spec["inputs"][0].startswith("6\nabc") and spec["inputs"][1] == "1\nabc\n" and spec["outputs"][1] == "YES\n"
+    assert rewards.spec_livecodebench(row, private=False)["inputs"] == spec["inputs"][:1]
+    # the encoding rebuilt here as the dataset does it, for every pickle protocol that writes a str this way
+    tests = json.loads(row["public_test_cases"])
+    for protocol in (2, 3, 4, 5):
+        again = dict(row, private_test_cases=lcb_encode(tests * 3, protocol))
+        assert rewards.spec_livecodebench(again)["inputs"] == [tests[0]["input"]] * 4
+    assert rewards.lcb_private_tests(json.dumps(tests)) == tests  # stored as plain JSON: read as JSON
+    solution = ("t = int(input())\nfor _ in range(t):\n    s = input().strip()\n"
+                "    print('YES' if sum(a != b for a, b in zip(s, 'abc')) in (0, 2) else 'NO')\n")
+    got = rewards.score_batch([f"```python\n{solution}```", "```python\nprint('YES')\n```"], [spec, spec], "code")
+    assert got == [1.0, 0.0]
+
+
+def test_hostile_pickle_is_refused_before_any_object_is_built(monkeypatch, tmp_path):
+    """pickle.loads runs whatever a pickle says; the reader admits only the bytes of one pickled str and raises
+    at the first other opcode, so the payload's os.system is never reached."""
+    import posix
+
+    class Hostile:
+        def __reduce__(self):
+            return os.system, (f"touch {tmp_path / 'pwned'}",)
+    payloads = [pickle.dumps(Hostile()), pickle.dumps([Hostile()]), pickle.dumps("fine") + pickle.dumps(Hostile()),
+                pickle.dumps(Hostile(), protocol=0), pickle.dumps(Hostile(), protocol=2)]
+    calls = []  # os.system (posix.system, as the pickle names it) only records from here on
+    monkeypatch.setattr(posix, "system", lambda cmd: calls.append(cmd) or 0)
+    monkeypatch.setattr(os, "system", posix.system)
+    for payload in payloads:
+        blob = base64.b64encode(zlib.compress(payload)).decode()
+        with pytest.raises(rewards.CodeSpecError, match="not a pickled str"):
+            rewards.lcb_private_tests(blob)
+        with pytest.raises(ValueError, match="opcode"):
+            rewards.pickled_str(payload)
+    assert calls == [] and not (tmp_path / "pwned").exists()
+    pickle.loads(payloads[0])  # the threat is real: pickle.loads would have called it
+    assert calls == [f"touch {tmp_path / 'pwned'}"]
+    with pytest.raises(ValueError, match="inflates past"):  # a zlib bomb stops at the limit
+        rewards._inflate(zlib.compress(b"\0" * 100_000), 1000)
+    with pytest.raises(rewards.CodeSpecError, match="neither JSON"):
+        rewards.lcb_private_tests("not base64 at all!")
+
+
+def test_deepcoder_rows_of_each_source():
+    """agentica-org/DeepCoder-Preview-Dataset: `tests` is a JSON string shaped by its source (NeMo-RL's DeepCoder
+    processor and rllm's deepcoder preparation read it so): lcbv5 = LiveCodeBench's list with testtype, the
+    function in metadata.func_name (metadata a dict); primeintellect = a list with "type"; taco = APPS's dict."""
+    lcb = lcb_row_1873a()
+    tests = json.loads(lcb["public_test_cases"]) + rewards.lcb_private_tests(lcb["private_test_cases"])
+    stdin_row = {"problem": lcb["question_content"], "tests": json.dumps(tests), "starter_code": "", "metadata": {}}
+    assert rewards.spec_deepcoder(stdin_row) == rewards.spec_livecodebench(lcb)
+    functional = {"problem": "Find the number of triplets...", "starter_code": "class Solution:\n    def unequalTriplets(self, nums)",
+                  "tests": json.dumps([{"input": "[4,4,2,4,3]", "output": "3", "testtype": "functional"}]),
+                  "metadata": {"func_name": "unequalTriplets"}}
+    assert rewards.spec_deepcoder(functional) == {"fn_name": "unequalTriplets", "inputs": [[[4, 4, 2, 4, 3]]], "outputs": [3]}
+    prime = {"problem": "...", "tests": json.dumps([{"type": "function_call", "fn_name": "majorityElement",
+                                                     "input": [[3, 2, 3]], "output": [3]}])}
+    assert rewards.spec_deepcoder(prime) == {"fn_name": "majorityElement", "inputs": [[[3, 2, 3]]], "outputs": [[3]]}
+    taco = {"problem": "...", "tests": json.dumps({"inputs": [[[5, 4, 3, 2, 1]], [[1, 2, 0]]],
+                                                   "outputs": [[[4, 3, 2, 1, 0]], [[1, 1, 0]]], "fn_name": "smaller"})}
+    spec = rewards.spec_deepcoder(taco)
+    solution = "def smaller(arr):\n    return [sum(b < a for b in arr[i + 1:]) for i, a in enumerate(arr)]\n"
+    assert rewards.score_batch([f"```python\n{solution}```"], [spec], "code") == [1.0]  # [x] met by x, as APPS grades
+
+
+def test_primeintellect_rows():
+    """PrimeIntellect/verifiable-coding-problems: verification_info is a JSON string {"language", "test_cases"}
+    (its dataset card); open-r1's verifiable-coding-problems-python stores the same as a dict. The stdin row is the
+    one shown in ms-swift's docs (docs/source_en/BestPractices/GRPO-Code-Training.md, dataset open-r1/verifiable-
+    coding-problems-python-10k): Codeforces 1277D, its expected output with trailing spaces and an empty line."""
+    info = {"language": "python", "test_cases": [{
+        "input": "4\n4\n0001\n1000\n0011\n0111\n3\n010\n101\n0\n2\n00000\n00001\n4\n01\n001\n0001\n00001\n",
+        "output": "1\n3 \n-1\n0\n\n2\n1 2 \n", "type": "stdin_stdout"}]}
+    for stored in (info, json.dumps(info)):
+        spec = rewards.spec_primeintellect({"prompt": "Polycarp has $n$ different binary words...", "verification_info": stored})
+        assert spec == {"inputs": [info["test_cases"][0]["input"]], "outputs": [info["test_cases"][0]["output"]]}
+    call = {"language": "python", "test_cases": [{"fn_name": "majorityElement", "input": [[3, 2, 3]], "output": 3, "type": "function_call"}]}
+    assert rewards.spec_primeintellect({"verification_info": call})["fn_name"] == "majorityElement"
+    with pytest.raises(rewards.CodeSpecError, match="only python"):
+        rewards.spec_primeintellect({"verification_info": dict(info, language="cpp")})
+
+
+def test_apps_and_taco_rows():
+    """APPS (codeparrot/apps) and TACO (BAAI/TACO): input_output is a JSON string {"inputs", "outputs", "fn_name"}.
+    The stdin row is APPS test problem 76 as quoted in a public data-conversion note (id, question, solutions and
+    input_output as strings); TACO's call-based row is taco_train_428 (`smaller`) with its [value]-wrapped outputs."""
+    apps = {"id": 76, "question": "Lee is going to decorate his house using regular convex polygons...",
+            "solutions": json.dumps(["t = int(input())\nfor _ in range(t):\n    n = int(input())\n    if n % 4 == 0:\n"
+                                     "        print('YES')\n    else:\n        print('NO')\n"]),
+            "input_output": "{\"inputs\":[\"4\\n3\\n4\\n12\\n1000000000\\n\"],\"outputs\":[\"NO\\nYES\\nYES\\nYES\\n\"]}",
+            "difficulty": "interview", "url": "https://codeforces.com/problemset/problem/1369/A", "starter_code": ""}
+    spec = rewards.spec_apps(apps)
+    assert spec == {"inputs": ["4\n3\n4\n12\n1000000000\n"], "outputs": ["NO\nYES\nYES\nYES\n"]}
+    assert rewards.score_batch([f"```python\n{json.loads(apps['solutions'])[0]}```"], [spec], "code") == [1.0]
+    lines = dict(apps, input_output=json.dumps({"inputs": [["4", "3", "4", "12", "1000000000"]], "outputs": [["NO", "YES", "YES", "YES"]]}))
+    assert rewards.spec_apps(lines) == {"inputs": ["4\n3\n4\n12\n1000000000"], "outputs": ["NO\nYES\nYES\nYES"]}
+    taco = {"question": "Write smaller(arr)...", "starter_code": "def smaller(arr):\n\t",
+            "input_output": json.dumps({"fn_name": "smaller", "inputs": [[[5, 4, 3, 2, 1]], [[1, 2, 0]]],
+                                        "outputs": [[[4, 3, 2, 1, 0]], [[1, 1, 0]]]})}
+    assert rewards.spec_apps(taco)["fn_name"] == "smaller"
+    prompt = rewards.code_prompt(taco["question"], taco["starter_code"])
+    assert "def smaller(arr)" in prompt and rewards.LCB_STDIN not in prompt
+    assert rewards.LCB_STDIN in rewards.code_prompt(apps["question"])  # stdin: "Read the inputs from stdin ..."
+    assert "`smaller`" in rewards.code_prompt("...", "", "smaller")
+
+
+def test_spec_column_and_dotted_keys():
+    """A local jsonl with the spec written out, and a nested answer column as DAPO-Math-17k and verl's parquet
+    files store it: {"prompt": [{"role", "content"}], "reward_model": {"ground_truth", "style"}} (verl's
+    data preprocessing examples)."""
+    row = {"question": "Add two numbers.", "tests": {"fn_name": "add", "inputs": [[1, 2]], "outputs": [3]}}
+    assert rewards.spec_jsonl(row) == row["tests"]
+    assert rewards.spec_jsonl({"tests": json.dumps({"assert": "assert add(1, 2) == 3"})})["assert"]
+    verl = {"data_source": "math_dapo", "prompt": [{"role": "user", "content": "What is 2+2?"}],
+            "reward_model": {"ground_truth": "4", "style": "rule"}, "extra_info": {"index": 7}}
+    assert rewards.get_field(verl, "reward_model.ground_truth") == "4"
+    assert rewards.get_field(dict(verl, reward_model=json.dumps(verl["reward_model"])), "reward_model.ground_truth") == "4"
+    assert rewards.get_field({"reward_model.ground_truth": "5"}, "reward_model.ground_truth") == "5"  # a flat column
+    assert rewards.get_field(verl, "prompt.0.content") == "What is 2+2?"  # a list indexed by number
+    with pytest.raises(KeyError, match="reward_model has no 'answer'"):
+        rewards.get_field(verl, "reward_model.answer")
+
+
+def test_malformed_specs_are_refused_naming_the_row():
+    good = {"question_id": "ok", "public_test_cases": json.dumps([{"input": "1\n", "output": "1\n", "testtype": "stdin"}]),
+            "private_test_cases": "", "metadata": "{}"}
+    bad = [
+        ({"public_test_cases": json.dumps([{"input": "1", "output": "1", "testtype": "functional"}]), "metadata": "{}"}, "no metadata func_name"),
+        ({"public_test_cases": json.dumps([{"input": "[1", "output": "1", "testtype": "functional"}]),
+          "metadata": json.dumps({"func_name": "f"})}, "not one JSON value per line"),
+        ({"public_test_cases": json.dumps([{"input": "1", "output": "1", "testtype": "stdin"},
+                                           {"input": "1", "output": "1", "testtype": "functional"}])}, "one of stdin or functional"),
+        ({"public_test_cases": "[]", "private_test_cases": ""}, "no test inputs"),
+        ({"public_test_cases": "{not json"}, "not JSON"),
+        ({"public_test_cases": json.dumps([{"input": 1, "output": "1", "testtype": "stdin"}])}, "must be strings"),
+    ]
+    for row, why in bad:
+        with pytest.raises(rewards.CodeSpecError, match=rf"row 1 \(abc1\) of livecodebench: .*{why}"):
+            rewards.code_specs([good, dict(row, question_id="abc1")], "livecodebench")
+    with pytest.raises(rewards.CodeSpecError, match="row 0 .*3 inputs but 1 outputs"):
+        rewards.code_specs([{"input_output": json.dumps({"inputs": ["1", "2", "3"], "outputs": ["1"]})}], "apps")
+    with pytest.raises(rewards.CodeSpecError, match="row 0 of primeintellect: .*verification_info"):
+        rewards.code_specs([{"prompt": "..."}], "primeintellect")
+
+
+def test_livecodebench_releases_and_date_window():
+    files = rewards.lcb_release_files
+    assert files("release_v5") == ["test.jsonl", "test2.jsonl", "test3.jsonl", "test4.jsonl", "test5.jsonl"]
+    assert files("v1") == ["test.jsonl"] and files("v5") == ["test5.jsonl"] and files("v4_v6") == ["test4.jsonl", "test5.jsonl", "test6.jsonl"]
+    assert files("release_latest")[-1] == "test6.jsonl"
+    with pytest.raises(ValueError, match="unknown LiveCodeBench release"):
+        files("v5.1")
+    inside = lambda date, start="2024-08-01", end="2025-02-01": rewards.lcb_in_window({"contest_date": date}, start, end)
+    assert inside("2024-08-01T00:00:00") and inside("2025-02-01T00:00:00") and inside("2024-12-31T23:59:00")
+    assert not inside("2024-07-31T23:00:00") and not inside("2025-02-01T12:00:00")  # LiveCodeBench: end at midnight
+    assert inside("2020-01-01T00:00:00", None, None)

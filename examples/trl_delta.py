@@ -12,12 +12,14 @@ transformers 5.24, torch 2.13). Any trainer touches three places:
 
 TRL internals this relies on (trl/trainer/grpo_trainer.py of 1.16.0): `_generate_and_score_completions` returns
 the generation batch with `advantages` [B]; `_compute_loss` accepts [B, T] advantages ("to support subclasses");
-`_get_per_token_logps_and_entropies` runs the backbone (`model.base_model`) and a fused LM head on its
-`last_hidden_state`, so the head's own forward never runs and h is taken from the backbone's output; TRL computes
+`_get_per_token_logps_and_entropies` runs the backbone and a fused LM head on its `last_hidden_state`, so the
+head's own forward never runs and h is taken from the decoder's output (`get_decoder()`, inside PEFT's wrapper
+too); TRL computes
 pi_old in that function, over self.model, before any reference pass, when a generation batch feeds several
 optimizer steps (`steps_per_generation` > `gradient_accumulation_steps`, as below) or vLLM samples.
 """
 import argparse
+import math
 import os
 import sys
 
@@ -56,8 +58,9 @@ class DeltaGRPOTrainer(GRPOTrainer):
             return super()._get_per_token_logps_and_entropies(model, input_ids, attention_mask, logits_to_keep,
                                                                *args, **kwargs)
         hidden = []
-        backbone = self.accelerator.unwrap_model(model).base_model
-        hook = backbone.register_forward_hook(
+        backbone = self.accelerator.unwrap_model(model)
+        backbone = backbone.get_base_model() if hasattr(backbone, "get_base_model") else backbone  # PEFT's model
+        hook = backbone.get_decoder().register_forward_hook(  # the decoder: whatever calls it, under any wrapper
             lambda m, i, o: hidden.append(o.last_hidden_state[:, -logits_to_keep - 1:-1]))
         try:
             result = super()._get_per_token_logps_and_entropies(model, input_ids, attention_mask, logits_to_keep,
@@ -112,20 +115,29 @@ def correct(completions, answer, **_):
 
 
 @torch.no_grad()
-def accuracy(model, tok, rows, batch=128):
-    """Greedy held-out accuracy, prompts through the chat template as in training."""
+def accuracy(model, tok, rows, rank=0, world=1, batch=64):
+    """Greedy held-out accuracy, prompts through the chat template as in training, rows shared out over the
+    ranks with as many generate calls on each (under FSDP or ZeRO-3 every rank takes part in every forward)."""
     import rewards
 
-    texts, tok.padding_side = [], "left"
+    mine, tok.padding_side = rows[rank::world], "left"
+    calls = math.ceil(math.ceil(len(rows) / world) / batch)  # the same on every rank
+    right, was_training = 0.0, model.training
     model.eval()
-    for i in range(0, len(rows), batch):
+    for c in range(calls):
+        part = mine[c * batch:(c + 1) * batch] or rows[:1]  # a call only to keep the ranks in step counts nothing
         prompts = [tok.apply_chat_template([{"role": "user", "content": r["question"]}], tokenize=False,
-                                           add_generation_prompt=True) for r in rows[i:i + batch]]
+                                           add_generation_prompt=True) for r in part]
         x = tok(prompts, return_tensors="pt", padding=True, add_special_tokens=False).to(model.device)
         y = model.generate(**x, max_new_tokens=64, do_sample=False, pad_token_id=tok.pad_token_id)
-        texts += tok.batch_decode(y[:, x.input_ids.shape[1]:], skip_special_tokens=True)
-    model.train()
-    return sum(rewards.score_batch(texts, [r["answer"] for r in rows])) / len(rows)
+        if c * batch < len(mine):
+            texts = tok.batch_decode(y[:, x.input_ids.shape[1]:], skip_special_tokens=True)
+            right += sum(rewards.score_batch(texts, [r["answer"] for r in part]))
+    model.train(was_training)
+    counts = torch.tensor([right, float(len(mine))], device=model.device)
+    if world > 1:
+        torch.distributed.all_reduce(counts)
+    return float(counts[0] / counts[1])
 
 
 def config(out, steps, lr=1e-4, prompts=32, group=8, mini_batch_prompts=16, max_new_tokens=64, seed=0):
@@ -158,10 +170,12 @@ def main():
     trainer_class = DeltaGRPOTrainer if args.algo == "delta" else GRPOTrainer
     trainer = trainer_class(model=model, reward_funcs=correct, args=config(args.output_dir, args.steps),
                             train_dataset=train, processing_class=tok)
-    before = accuracy(model, tok, held_out)
+    ranks = trainer.accelerator.process_index, trainer.accelerator.num_processes
+    before = accuracy(model, tok, held_out, *ranks)
     trainer.train()
+    after = accuracy(trainer.model, tok, held_out, *ranks)  # every rank: a sharded model needs them all
     if trainer.accelerator.is_main_process:
-        print(f"held-out greedy accuracy: {before:.3f} -> {accuracy(model, tok, held_out):.3f}")
+        print(f"held-out greedy accuracy: {before:.3f} -> {after:.3f}")
 
 
 if __name__ == "__main__":

@@ -1,0 +1,402 @@
+"""Tests of the benches the suite relies on and of the examples: bench/memory.py against the real step and autograd
+(bench/memory_measured.py), bench/gpu_check.py on the CPU, bench/rollouts.py and bench/oracle.py on dumped rollouts,
+and DelTA inside TRL (examples/trl_delta.py). delta.py's own tests are in test_delta.py; the shared fixtures (the
+tiny model, a scored rollout, the subprocess runner) in conftest.py."""
+import copy
+import dataclasses
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+import delta
+from conftest import FAST, ROOT, fixed_rollout, lam_of, run_delta
+from delta import Args, delta_coefficients, policy_loss, token_features
+
+sys.path.insert(0, os.path.join(ROOT, "bench"))
+import oracle  # noqa: E402  (adds ALGOS["oracle"]: an algorithm from outside delta.py)
+import rollouts  # noqa: E402
+
+torch.set_num_threads(1)
+
+
+# ------------------------------------------------------------------------------------- memory (bench/memory.py)
+def test_memory_estimator_matches_the_tiny_models_tensors(tiny):
+    """bench/memory.py's arithmetic against tensors measured on CPU: weights, AdamW state, packed features,
+    the KV cache of a generate call in each precision and the LM-head slice."""
+    sys.path.insert(0, os.path.join(ROOT, "bench"))
+    import memory
+    from transformers import GenerationConfig
+
+    cfg = json.load(open(os.path.join(tiny, "config.json")))
+    run, batch, adv, packed, plans = fixed_rollout(tiny, n_prompts=4, G=4)
+    model, args = run.model, run.args
+    args.prompts_per_step, args.group_size = 4, 4
+    n_side = packed[0].shape[0]
+    est, _ = memory.estimate(cfg, args, 1, False, "packed", n_side / 16, gpu=False)
+    assert est["always"]["weights (fp32)"] == sum(p.numel() * 4 for p in model.parameters())
+    delta.update(run, batch, adv, None, plans)  # AdamW
+    state = sum(t.numel() * t.element_size() for st in run.optimizer.state.values() for k, t in st.items() if k != "step")
+    assert est["always"]["AdamW state (fp32 exp_avg, exp_avg_sq)"] == state
+    assert est["score"]["DelTA features v (packed)"] == packed[0].numel() * packed[0].element_size()  # fp32 on CPU
+    # the KV cache of one generate call: every prompt + max_new_tokens positions but the last, in the cache's dtypes:
+    # fp32; fp32 weights under bf16 autocast (DDP on a GPU: K fp32 through k_norm's weight, V bf16); bf16 (FSDP)
+    P, new = 12, 20
+    ids = torch.full((5, P), 7)
+    kv_args = dataclasses.replace(args, prompts_per_step=5, group_size=1, max_prompt_length=P, max_new_tokens=new,
+                                  gen_max_tokens=5 * (P + new))
+    for precision, fsdp, weights, autocast in (("fp32", False, torch.float32, False),
+                                               ("bf16", False, torch.float32, True),
+                                               ("bf16", True, torch.bfloat16, False)):
+        m = copy.deepcopy(model).to(weights)
+        with torch.autocast("cpu", torch.bfloat16, enabled=autocast):
+            out = m.generate(input_ids=ids, attention_mask=torch.ones_like(ids), return_dict_in_generate=True,
+                             generation_config=GenerationConfig(do_sample=False, max_new_tokens=new, min_new_tokens=new,
+                                                                eos_token_id=0, pad_token_id=0))
+        cache = out.past_key_values.layers
+        measured = sum(t.numel() * t.element_size() for layer in cache for t in (layer.keys, layer.values))
+        a = dataclasses.replace(kv_args, precision=precision)
+        assert memory.estimate(cfg, a, 1, fsdp, "none", 1, gpu=False)[0]["generate"][
+            "KV cache of one generate call"] == measured, precision
+    # the LM head runs on slices of head_chunk_tokens positions: the largest logits tensor is [chunk, V]
+    sizes = []
+    original = torch.nn.Linear.forward
+    try:
+        torch.nn.Linear.forward = lambda self, x: sizes.append(original(self, x).shape) or original(self, x)
+        delta.response_logprobs(model, batch["input_ids"], batch["attention_mask"], batch["response_mask"].shape[1], 1.0,
+                                chunk_tokens=7)
+    finally:
+        torch.nn.Linear.forward = original
+    assert max(s.numel() for s in sizes if s[-1] == cfg["vocab_size"]) == 7 * cfg["vocab_size"]
+
+
+@pytest.mark.parametrize("mode", ["fp32", "autocast", "bf16"])
+def test_what_a_decoder_layer_saves_for_backward_is_memory_pys(mode):
+    """bench/memory.py's saved_per_token against autograd's own saved tensors (saved_tensors_hooks) of a Qwen3
+    decoder layer, at a shape the formula was not read from: per token, for fp32, fp32 weights under bf16
+    autocast (DDP on a GPU) and bf16 weights (FSDP2 on a GPU)."""
+    sys.path.insert(0, os.path.join(ROOT, "bench"))
+    import memory
+    from torch.distributed._tools.common_utils import get_untyped_storages
+    from transformers import AutoModelForCausalLM, Qwen3Config
+
+    dims = dict(hidden_size=96, intermediate_size=224, num_attention_heads=6, num_key_value_heads=3, head_dim=24)
+
+    def saved(layers, T=150):  # bytes autograd saves for one forward, the weights (and their bf16 copies) aside
+        torch.manual_seed(0)
+        m = AutoModelForCausalLM.from_config(Qwen3Config(vocab_size=64, num_hidden_layers=layers, **dims))
+        m = m.to(torch.bfloat16) if mode == "bf16" else m
+        weights = {st._cdata for p in m.parameters() for st in get_untyped_storages(p)}
+        seen = {}
+
+        def pack(t):  # a 2-d tensor not of T rows is a weight's bf16 copy (autocast)
+            for st in get_untyped_storages(t):
+                seen[st._cdata] = (st.nbytes(), t.dim() == 2 and t.shape[0] != T)
+            return t
+        with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t), \
+                torch.autocast("cpu", torch.bfloat16, enabled=mode == "autocast"):
+            m.model(input_ids=torch.randint(0, 64, (1, T)))
+        return sum(b for k, (b, weight_copy) in seen.items() if k not in weights and not weight_copy)
+    s = memory.shape(dict(dims, num_hidden_layers=1, vocab_size=64))
+    assert saved(2) - saved(1) == 150 * memory.saved_per_token(s, mode)
+
+
+@pytest.mark.parametrize("fsdp", [False, True], ids=["ddp", "fsdp"])
+def test_memory_model_is_within_ten_percent_of_the_real_step(fsdp, tmp_path):
+    """bench/memory.py against the live bytes of delta.rl_step itself (bench/memory_measured.py: every storage
+    counted until freed) on 2 gloo processes with the GPU's dtypes, phase by phase."""
+    sys.path.insert(0, os.path.join(ROOT, "bench"))
+    import memory_measured
+    measured, estimated, shape = memory_measured.compare("small", fsdp, tmp=str(tmp_path))
+    assert shape["mean"] > 50  # the random model's responses run to the limit, as the estimate assumes
+    for phase in ("generate", "score", "coefficients", "update"):
+        assert estimated[phase] == pytest.approx(measured[phase], rel=0.10), phase
+
+
+def test_the_documented_recipes_fit_80_gb_gpus():
+    """docs/scale.md's commands for Qwen3-8B and 14B with --vllm on 8 GPUs of 80 GB: every phase under 75 GiB by
+    the validated model, at a mean response of 10,240 tokens and at the limit of 20,480 (14B then offloads its
+    features, as docs/scale.md says)."""
+    sys.path.insert(0, os.path.join(ROOT, "bench"))
+    import memory
+    for size, offload_at_limit in (("8b", False), ("14b", True)):
+        cfg = memory.read_config(os.path.join(ROOT, "bench", "configs", f"qwen3-{size}-base.json"))
+        args = Args(vllm=True, fsdp=True, gradient_checkpointing=True, prompts_per_step=128, group_size=16,
+                    mini_batch_prompts=32, max_prompt_length=2048, max_new_tokens=20480,
+                    max_tokens_per_micro_batch=32768, head_chunk_tokens=2048)
+        for mean, offload in ((10240, False), (20480, offload_at_limit)):
+            phases, host = memory.estimate(cfg, args, 8, True, "offload" if offload else "packed", mean)
+            assert max(memory.peaks(phases).values()) < 75 * memory.GiB, (size, mean)
+            share, kv, sequences = memory.vllm_kv(cfg, args, 8, True, 79.6 * memory.GiB)
+            assert sequences > 4, size  # vLLM keeps several full-length sequences in flight
+
+
+def test_memory_py_reads_every_backbones_config(backbones):
+    """bench/memory.py counts each family's parameters from its own config (on the meta device) as the model has
+    them, and gives a figure for every phase; OLMo-3-7B's config is in bench/configs/."""
+    sys.path.insert(0, os.path.join(ROOT, "bench"))
+    import memory
+    for family, path in backbones.items():
+        cfg, model = memory.read_config(path), delta.load_model(path, torch.device("cpu"))[0]
+        assert memory.parameters(cfg)["total"] == sum(p.numel() for p in model.parameters()), family
+        phases, _ = memory.estimate(cfg, Args(), 2, True, "packed", 32)
+        assert all(v > 0 for v in memory.peaks(phases).values()), family
+    olmo = memory.read_config(os.path.join(ROOT, "bench", "configs", "olmo-3-7b-base.json"))
+    assert 7.2e9 < memory.parameters(olmo)["total"] < 7.4e9
+
+
+def test_gpu_check_runs_on_cpu_with_the_tiny_config():
+    """bench/gpu_check.py's table, as a lent GPU would print it, from the tiny dimensions on CPU: both algorithms
+    from the same draws, every phase timed; its GPU settings fit the GPU memory its docstring names."""
+    import gpu_check
+    import memory
+
+    rows = {r[0]: r[1:] for r in gpu_check.main(["--tiny"])}
+    dapo, delta_ = rows["first rollout the same draws (response length)"][:2]
+    assert dapo == delta_  # paired generators: the first rollouts are the same draws
+    for key in ("seconds per step: generate", "seconds per step: score", "seconds per step: train", "HF rollout tokens/s"):
+        assert all(float(x.replace(",", "")) > 0 for x in rows[key][:2]), key
+    assert float(rows["seconds per step: coefficients"][1]) > 0 == float(rows["seconds per step: coefficients"][0])
+    assert "vLLM" in rows or "vLLM rollout tokens/s" in rows
+    cfg = dict(gpu_check.DIMS["gpu"], model_type="qwen3")
+    args = Args(max_prompt_length=32, **gpu_check.SETTINGS["gpu"])
+    need = max(memory.peaks(memory.estimate(cfg, args, 1, False, "packed", args.max_new_tokens)[0]).values())
+    assert need < 20 * memory.GiB  # "any GPU of 24 GiB or more"
+
+
+# ------------------------------------------------------------------------------------- where lam goes (bench/rollouts.py, bench/oracle.py)
+def test_token_categories_of_the_embedded_tasks():
+    text = "3+5=8, 8+9=18, 18+2=20. \\boxed{20}"  # 8 + 9 is 17: the second step is the first wrong one
+    cats = rollouts.token_categories(text, "3+5+9+2=?")
+    assert cats[:5] == ["restated", "format", "restated", "format", "result"]
+    assert cats[text.index("18,"):text.index("18,") + 2] == ["first_wrong", "first_wrong"]
+    assert cats[text.index("20."):text.index("20.") + 2] == ["result", "result"]  # only the first wrong step
+    assert [cats[i] for i in range(text.index("{") + 1, text.index("}"))] == ["answer", "answer"]
+    right = "3+5=8, 8+9=17, 17+2=19. \\boxed{19}"
+    assert "first_wrong" not in rollouts.token_categories(right, "3+5+9+2=?")
+    addition = "Let us add the two numbers. \\boxed{85}"
+    cats = rollouts.token_categories(addition, "47+38=?")
+    assert set(cats[:addition.index("{") + 1]) == {"format"} and cats[-3:-1] == ["answer", "answer"]
+    filler = "3+5=8 qzt mow, 8+2=10 abc def. \\boxed{10}"
+    cats = rollouts.token_categories(filler, "3+5+2=?")
+    assert [cats[i] for i, c in enumerate(filler) if c.islower() and i < filler.index("\\")] == ["filler"] * 12
+    assert cats[filler.index("10 "):filler.index("10 ") + 2] == ["result", "result"]
+
+
+def test_deciding_tokens_are_the_step_results_and_the_answer(tiny):
+    _, tok = delta.load_model(tiny, torch.device("cpu"))
+    text = "3+5=8 qzt mow, 8+9=18 abc def. \\boxed{18}"
+    batch = delta.pack(tok, ["Q: 3+5+9=?"], [text], "cpu")
+    got = oracle.deciding_tokens(tok, batch)[0]
+    cats = rollouts.token_categories(text, "3+5+9=?") + ["eos"]
+    assert got.tolist() == [c in ("result", "first_wrong", "answer") for c in cats]
+
+
+def dumped_rollout(tiny, tmp_path, algo="delta"):
+    run, batch, adv, packed, plans = fixed_rollout(tiny, algo=algo, output_dir=str(tmp_path), run_name="t")
+    lam = lam_of(run, batch, adv, packed) if algo == "delta" else None
+    v_norm = delta.feature_norms(packed[0], packed[2], batch["response_mask"], 7)  # a chunk at a time
+    delta.dump_rollout(run, dict(batch=batch, adv=adv, v_norm=v_norm, rows=run.rows), lam, 3)
+    return run, batch, adv, packed, lam, torch.load(tmp_path / "rollout-3.pt", weights_only=False)
+
+
+def test_category_stats_against_a_token_loop(tiny, tmp_path):
+    run, batch, adv, packed, lam, dump = dumped_rollout(tiny, tmp_path)
+    got = rollouts.category_stats(run.tok, dump)
+    v = torch.zeros(batch["response_mask"].shape + (packed[0].shape[1],))
+    v.view(-1, v.shape[-1])[packed[2]] = packed[0]
+    want = {}
+    for i in range(len(adv)):
+        if adv[i] != 0:
+            text = delta.decode_responses(run.tok, {k: x[i:i + 1] if torch.is_tensor(x) else x for k, x in batch.items()})[0]
+            cats = rollouts.token_categories(text, run.rows[i // 4]["question"]) + ["eos"]  # one character a token
+            for t in range(int(batch["response_mask"][i].sum())):
+                size = abs(float(adv[i])) * float(v[i, t].norm())
+                want.setdefault((cats[t], "pos" if adv[i] > 0 else "neg"), []).append((float(lam[i, t]), size))
+    for (c, side), items in want.items():
+        assert got[f"lam/{c}/{side}"] == pytest.approx(sum(x for x, _ in items) / len(items))
+        assert got[f"lamw/{c}/{side}"] == pytest.approx(sum(x * w for x, w in items) / sum(w for _, w in items))
+        total = sum(x * w for (cc, ss), its in want.items() if ss == side for x, w in its)
+        assert got[f"share/{c}/{side}"] == pytest.approx(sum(x * w for x, w in items) / total)
+    assert -1 <= got["rho_p/pos"] <= 1 and "rho_p/neg" in got
+
+
+def test_lambda_page_shows_every_token_with_its_weight(tiny, tmp_path):
+    run, batch, adv, packed, lam, dump = dumped_rollout(tiny, tmp_path)
+    page = rollouts.lambda_page(run.tok, dump, per_side=2)
+    pick = lambda rows: [rows[0], rows[-1]]  # two a side, spread over the batch: the first and the last
+    shown = pick((adv > 0).nonzero().flatten().tolist()) + pick((adv < 0).nonzero().flatten().tolist())
+    assert page.count("lam=") == sum(int(batch["response_mask"][i].sum()) for i in shown)
+    value = float(lam[shown[0], 0])
+    assert f"lam={value:.4f}" in page and "A > 0" in page and "A < 0" in page and page.startswith("<!doctype html>")
+
+
+def test_filler_task_dumps_rollouts_that_bench_reads(tmp_path):
+    out = str(tmp_path / "ms")
+    p = run_delta("--task", "filler", "--output_dir", out, "--max_steps", "1", "--dump_rollouts_every", "1",
+                  "--sft_max_steps", "40", *FAST[:8], "--max_new_tokens", "120", "--eval_size", "16", "--progress", "false")
+    assert p.returncode == 0, p.stderr[-3000:]
+    page = tmp_path / "page.html"
+    rollouts.main([out, "--html", str(page), "--json", str(tmp_path / "stats.jsonl")])
+    stats = [json.loads(line) for line in open(tmp_path / "stats.jsonl")]
+    assert stats[0]["step"] == 1 and any(k.startswith("share/filler/") for k in stats[0])
+    assert page.read_text().count("lam=") > 10
+    train, held_out = delta.TASKS["filler"]["build"](0, 16)
+    assert len(train) + len(held_out) == 9 ** 3 + 9 ** 4 + 9 ** 5
+    assert all(rollouts.token_categories(r["solution"], r["question"]).count("first_wrong") == 0 for r in train[:200])
+    lengths = [len(r["solution"]) for r in train[:2000]]
+    assert min(lengths) >= 35 and sum(lengths) / len(lengths) > 70  # long-ish responses, many shared filler tokens
+
+
+# ------------------------------------------------------------------------------------- DelTA in TRL (examples/trl_delta.py)
+def trl_trainer(tiny, tmp_path, prompts=4, **trainer_kw):
+    """examples/trl_delta.py's trainer on the tiny model, generation batches of `prompts` x 4 (4 prompts per
+    optimizer step), rewarded by the count of digits (so advantages are not all 0), and one generation batch."""
+    pytest.importorskip("trl")
+    sys.path.insert(0, os.path.join(ROOT, "examples"))
+    import trl_delta
+
+    model, tok = delta.load_model(tiny, torch.device("cpu"))
+    train, _ = trl_delta.addition_data(16)
+    digits = lambda completions, **_: [float(sum(c.isdigit() for c in x[-1]["content"])) for x in completions]  # noqa
+    cfg = trl_delta.config(str(tmp_path), 1, prompts=prompts, group=4, mini_batch_prompts=4, max_new_tokens=16)
+    trainer = trl_delta.DeltaGRPOTrainer(model=model, reward_funcs=digits, args=cfg, train_dataset=train,
+                                         processing_class=tok, **trainer_kw)
+    return trainer, model, [train[i] for i in range(prompts) for _ in range(4)]
+
+
+def trl_generation_batch(tiny, tmp_path, **trainer_kw):
+    """One generation batch as TRL scores it, before any DelTA change (one optimizer step per batch: TRL computes
+    no pi_old of its own)."""
+    from trl import GRPOTrainer
+
+    trainer, model, batch = trl_trainer(tiny, tmp_path, **trainer_kw)
+    torch.manual_seed(0)
+    out = GRPOTrainer._generate_and_score_completions(trainer, batch)
+    assert (out["advantages"] != 0).any()
+    return trainer, model, out
+
+
+def test_trl_path_lam_equals_delta_py_on_the_same_batch(tiny, tmp_path):
+    """The h TRL's pass yields (a hook on the backbone) and its log-probs are delta.py's LM-head inputs and
+    log-probs: the trainer's lam equals delta_coefficients on delta.py's own forward of the same batch."""
+    trainer, model, out = trl_generation_batch(tiny, tmp_path)
+    lam = trainer.delta_lam(out, *trainer.lm_head_inputs(out))
+    ids, T = torch.cat([out["prompt_ids"], out["completion_ids"]], 1), out["completion_ids"].shape[1]
+    am, mask = torch.cat([out["prompt_mask"], out["completion_mask"]], 1), out["completion_mask"].bool()
+    with torch.no_grad():
+        logp, _, h = delta.response_logprobs(model, ids, am, T, trainer.temperature)
+    ref = delta_coefficients(token_features(h, logp), out["advantages"], mask)
+    assert torch.allclose(lam, ref, atol=1e-5) and lam[mask].std() > 0.01
+    assert lam[mask].mean().item() == pytest.approx(1.0, abs=1e-5) and torch.all(lam[~mask] == 0)
+
+
+def test_trl_path_takes_h_under_peft_too(tiny, tmp_path):
+    """With LoRA adapters (PEFT wraps the model, so its `base_model` is not the backbone) the hook still finds the
+    decoder: h is the adapted model's final hidden state at the positions that predict each completion token."""
+    peft = pytest.importorskip("peft")
+    trainer, model, out = trl_generation_batch(tiny, tmp_path, peft_config=peft.LoraConfig(r=4, target_modules=[
+        "q_proj", "v_proj"], init_lora_weights=False))  # random adapters: the adapted model is not the base one
+    h, logp = trainer.lm_head_inputs(out)
+    ids, T = torch.cat([out["prompt_ids"], out["completion_ids"]], 1), out["completion_ids"].shape[1]
+    am, mask = torch.cat([out["prompt_mask"], out["completion_mask"]], 1), out["completion_mask"].bool()
+    with torch.no_grad():
+        want_logp, _, want_h = delta.response_logprobs(trainer.model, ids, am, T, trainer.temperature)
+        with trainer.model.disable_adapter():
+            base_h = delta.response_logprobs(trainer.model, ids, am, T, trainer.temperature)[2]
+    assert torch.allclose(h[mask], want_h[mask], atol=1e-5) and torch.allclose(logp[mask], want_logp[mask], atol=1e-5)
+    assert not torch.allclose(h[mask], base_h[mask], atol=1e-3)  # the adapters act
+
+
+def test_trl_path_takes_h_from_trls_own_pi_old_pass(tiny, tmp_path):
+    """With 2 optimizer steps per generation batch TRL computes pi_old itself: the trainer takes h from that pass
+    (no pass of its own) and its lam is delta_coefficients on delta.py's forward of the batch."""
+    trainer, model, batch = trl_trainer(tiny, tmp_path, prompts=8)
+    passes, seen = [], {}
+    trainer.lm_head_inputs = lambda out: passes.append("own") or type(trainer).lm_head_inputs(trainer, out)
+    delta_lam = trainer.delta_lam
+    trainer.delta_lam = lambda out, h, logp: (seen.update(adv=out["advantages"], h=h, logp=logp)
+                                              or delta_lam(out, h, logp))
+    torch.manual_seed(0)
+    out = trainer._generate_and_score_completions(batch)
+    assert passes == [] and torch.equal(seen["logp"], out["old_per_token_logps"])
+    ids, T = torch.cat([out["prompt_ids"], out["completion_ids"]], 1), out["completion_ids"].shape[1]
+    am, mask = torch.cat([out["prompt_mask"], out["completion_mask"]], 1), out["completion_mask"].bool()
+    with torch.no_grad():
+        logp, _, h = delta.response_logprobs(model, ids, am, T, trainer.temperature)
+    assert torch.allclose(seen["h"][mask], h[mask], atol=1e-5)
+    assert torch.allclose(seen["logp"][mask], logp[mask], atol=1e-5)
+    adv = seen["adv"]  # [B], before the change; out's are now A lam, [B, T]
+    lam = delta_coefficients(token_features(h, logp), adv, mask)
+    assert (adv != 0).any() and torch.allclose(out["advantages"], adv[:, None] * lam, atol=1e-5)
+
+
+@pytest.mark.parametrize("band", [(1.0, 1.0), (0.8, 1.2)])
+def test_trl_path_loss_is_delta_py_policy_loss(tiny, tmp_path, band):
+    """TRL's dapo loss with [B, T] advantages A lam is delta.py's policy_loss(..., lam) in value and gradient,
+    off-policy too (clips and TRL's delta = the dual clip bind); with lam = 1 it is TRL's own dapo loss."""
+    trainer, model, out = trl_generation_batch(tiny, tmp_path, lam_min=band[0], lam_max=band[1])
+    model.eval()  # TRL's eval-mode normaliser: the batch's token count (no accumulation window)
+    lam = trainer.delta_lam(out, *trainer.lm_head_inputs(out))
+    ids, T = torch.cat([out["prompt_ids"], out["completion_ids"]], 1), out["completion_ids"].shape[1]
+    am, mask = torch.cat([out["prompt_mask"], out["completion_mask"]], 1), out["completion_mask"].bool()
+    with torch.no_grad():
+        logp0 = delta.response_logprobs(model, ids, am, T, trainer.temperature)[0]
+    old = logp0 + 0.6 * torch.randn(logp0.shape, generator=torch.Generator().manual_seed(0))  # ratios far from 1
+    neg = int((out["advantages"] < 0).nonzero()[0])
+    old[neg, 0] = logp0[neg, 0] - 3.0  # a ratio of e^3 > c = 10 where A < 0: the dual clip binds
+    inputs = dict(out, old_per_token_logps=old, advantages=out["advantages"][:, None] * lam)
+
+    def grads(loss):
+        model.zero_grad()
+        loss.backward()
+        return loss.detach(), [p.grad.clone() for p in model.parameters()]
+    trl_loss, trl_grads = grads(trainer._compute_loss(model, inputs))
+    logp = delta.response_logprobs(model, ids, am, T, trainer.temperature)[0]
+    ref, metrics = policy_loss(logp, old, out["advantages"], mask, lam, 0.2, 0.28, 10.0,
+                               num_tokens=out["num_items_in_batch"])
+    ref_loss, ref_grads = grads(ref)
+    assert metrics["clipfrac"] > 0.1 and metrics["clipfrac_dual"] > 0
+    assert torch.allclose(trl_loss, ref_loss, atol=1e-5)
+    assert all(torch.allclose(a, b, atol=1e-5) for a, b in zip(trl_grads, ref_grads))
+    if band == (1.0, 1.0):  # TRL's own loss, [B] advantages
+        own, _ = grads(trainer._compute_loss(model, dict(inputs, advantages=out["advantages"])))
+        assert torch.allclose(own, trl_loss, atol=1e-6)
+
+
+def test_a_short_trl_run_with_delta_raises_held_out_accuracy(tiny, tmp_path):
+    """examples/trl_delta.py as a user runs it, on the tiny model after a supervised warm start (300 steps of
+    delta.py's warm-start loop at batch 64, without its accuracy checks): 16 generation batches of 32 prompts x 8
+    raise greedy held-out accuracy (256 problems)."""
+    pytest.importorskip("trl")
+    model, tok = delta.load_model(tiny, torch.device("cpu"))
+    train_rows, _ = delta.TASKS["addition"]["build"](0, 256)
+    opt, gen = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.0), torch.Generator().manual_seed(1)
+    torch.manual_seed(0)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(2)  # both cores, as the example's own process below
+    try:
+        for _ in range(300):
+            rows = [train_rows[i] for i in torch.randint(len(train_rows), (64,), generator=gen)]
+            b = delta.pack(tok, [delta.prompt_text(tok, r["question"]) for r in rows], [r["solution"] for r in rows],
+                           "cpu")
+            m = b["response_mask"]
+            logp = delta.response_logprobs(model, b["input_ids"], b["attention_mask"], m.shape[1], 1.0)[0]
+            (-(logp * m).sum() / m.sum()).backward()
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+    finally:
+        torch.set_num_threads(threads)
+    model.save_pretrained(tmp_path / "warm")
+    tok.save_pretrained(tmp_path / "warm")
+    env = dict(os.environ, OMP_NUM_THREADS="2", PYTHONWARNINGS="ignore", HF_HUB_OFFLINE="1")
+    p = subprocess.run([sys.executable, "examples/trl_delta.py", "--model", str(tmp_path / "warm"), "--steps", "32",
+                        "--output_dir", str(tmp_path / "trl")], cwd=ROOT, env=env, capture_output=True, text=True,
+                       timeout=900)
+    assert p.returncode == 0, p.stderr[-3000:]
+    before, after = map(float, p.stdout.split("held-out greedy accuracy:")[1].split("->"))
+    print(f"\nTRL + DelTA, 16 generation batches: held-out greedy accuracy {before:.3f} -> {after:.3f}")
+    assert after >= before + 0.05, (before, after)
