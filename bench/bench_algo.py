@@ -62,7 +62,7 @@ def main(argv):
         mean[algo]["step"] = sum(mean[algo][k] for k in PHASES)
     print(f"{'seconds per step':<18}{'dapo':>10}{'delta':>10}{'delta/dapo':>12}")
     for k in PHASES + ("step",):
-        ratio = f"{mean['delta'][k] / mean['dapo'][k]:>12.3f}" if mean["dapo"][k] else f"{'-':>12}"
+        ratio = f"{mean['delta'][k] / mean['dapo'][k]:>12.3f}" if mean["dapo"][k] > 1e-3 else f"{'-':>12}"
         print(f"{k:<18}{mean['dapo'][k]:>10.4f}{mean['delta'][k]:>10.4f}{ratio}")
     share = mean["delta"]["time/coefficients"] / mean["delta"]["step"]
     print(f"coefficients (Sec. 3.2): {share:.2%} of a DelTA step")
