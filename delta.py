@@ -663,6 +663,8 @@ class DDP:
     """DDP under torchrun (the model itself in one process). The state dicts are the full, name-keyed ones,
     so a checkpoint resumes under DDP or FSDP."""
 
+    sharded = False  # every process holds the whole model (engines.FSDP2: True)
+
     def __init__(self, world, device, bf16=False):
         self.world, self.device, self.bf16 = world, device, bf16  # bf16: compute in bf16 (autocast; FSDP: gathers)
         self.group = dist.group.WORLD if world > 1 else None  # the process group the trainer passes on

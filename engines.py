@@ -26,6 +26,8 @@ class FSDP2:
     built after wrap(). Mixed into delta.DDP, whose state dicts (torch.distributed.checkpoint's full, name-keyed
     ones) work for both."""
 
+    sharded = True  # parameters, gradients and optimizer state split over the processes
+
     def wrap(self, model, args):
         from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 
@@ -102,7 +104,7 @@ class VLLMSampler:
             torch.cuda.empty_cache()  # vLLM sizes itself by the free memory: the trainer's cache goes back first
             n = sum(p.numel() for p in model.parameters()) if model is not None else 0
             self.share = args.vllm_gpu_memory or vllm_memory_share(torch.cuda.mem_get_info(device)[1], n,
-                                                                   sharding.world, hasattr(sharding, "layers"))
+                                                                   sharding.world, sharding.sharded)
             kwargs.update(gpu_memory_utilization=self.share, enable_sleep_mode=True,  # TRL: the profiler's default
                           max_num_batched_tokens=args.vllm_max_batched_tokens)  # batch misleads it; this sizes it
         if sharding.world > 1:

@@ -1036,7 +1036,8 @@ def test_local_dataset_and_model_path_like_a_user(tiny, tmp_path):
     assert json.load(open(os.path.join(out, "args.json")))["instruction"] == delta.PROMPT_INSTRUCTION
     assert [r["step"] for r in read_metrics(out) if "reward/mean" in r] == [1]
     bad = run_delta("--model", tiny, "--dataset", str(data), "--prompt_key", "question", "--output_dir", out + "2")
-    assert bad.returncode != 0 and "no field 'question'" in bad.stderr and "columns are ['problem', 'gold']" in bad.stderr
+    assert bad.returncode != 0 and "no field 'question'" in bad.stderr
+    assert "columns are ['problem', 'gold']" in bad.stderr
     again = run_delta("--model", tiny, "--dataset", str(data), "--prompt_key", "problem", "--answer_key", "gold",
                       "--output_dir", out)  # would overwrite: refused
     assert again.returncode != 0 and "pass --resume" in again.stderr
@@ -1382,12 +1383,12 @@ def test_vllm_api_as_delta_py_calls_it(tiny, monkeypatch):
     fake_vllm(monkeypatch, calls)
     model, tok = delta.load_model(tiny, torch.device("cpu"))
     args = Args(vllm=True, max_prompt_length=16, max_new_tokens=40, top_p=0.9, top_k=5, seed=3)
-    gpu = types.SimpleNamespace(device=torch.device("cuda", 0), bf16=True, world=2, layers=[])  # FSDP2 on 2 GPUs
+    gpu = types.SimpleNamespace(device=torch.device("cuda", 0), bf16=True, world=2, sharded=True)  # FSDP2, 2 GPUs
     sampler = delta.make_sampler(args, model, tok, tiny, gpu, rank=1)
-    n = sum(p.numel() for p in model.parameters())
+    share = engines.vllm_memory_share(80 << 30, sum(p.numel() for p in model.parameters()), 2, True)
     assert calls.pop(0) == ("LLM", dict(
         model=tiny, dtype="bfloat16", max_model_len=56, seed=4, logprobs_mode="processed_logprobs",
-        load_format="dummy", enforce_eager=False, gpu_memory_utilization=engines.vllm_memory_share(80 << 30, n, 2, True),
+        load_format="dummy", enforce_eager=False, gpu_memory_utilization=share,
         enable_sleep_mode=True, max_num_batched_tokens=args.vllm_max_batched_tokens,
         distributed_executor_backend="external_launcher", tensor_parallel_size=1))
     assert calls.pop(0) == ("sleep", 2) and sampler.concurrency == 100 * 16 / 56
@@ -1409,12 +1410,6 @@ def test_vllm_api_as_delta_py_calls_it(tiny, monkeypatch):
 
 
 # ------------------------------------------------------------------------------------- memory at scale (docs/scale.md)
-def coin_flips(run, batch, rows):
-    """In place of the verifier: a seeded coin per response (an untrained model answers nothing right)."""
-    correct = torch.randint(0, 2, (batch["input_ids"].shape[0],), generator=torch.Generator().manual_seed(0)).float()
-    return correct, correct
-
-
 class LargestTensor(torch.utils._python_dispatch.TorchDispatchMode):
     """The largest new storage any op makes while the mode is on (bytes; views of an input are not new)."""
     largest = 0
@@ -1446,6 +1441,8 @@ def test_features_are_freed_before_the_update(tiny, monkeypatch):
     def updated(*a, **k):
         seen["alive in update"] = seen["features"]() is not None
         return update(*a, **k)
+    from memory_measured import coin_flips  # a seeded coin per response: an untrained model answers nothing right
+    run.coins = torch.Generator().manual_seed(0)
     monkeypatch.setattr(delta, "verify", coin_flips)
     monkeypatch.setattr(delta, "score", scored)
     monkeypatch.setattr(delta, "update", updated)

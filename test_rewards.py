@@ -478,6 +478,9 @@ def test_malformed_specs_are_refused_naming_the_row():
         rewards.code_specs([{"input_output": json.dumps({"inputs": ["1", "2", "3"], "outputs": ["1"]})}], "apps")
     with pytest.raises(rewards.CodeSpecError, match="row 0 of primeintellect: .*verification_info"):
         rewards.code_specs([{"prompt": "..."}], "primeintellect")
+    for spec, why in (({"inputs": "1\n", "outputs": "1\n"}, "must be lists"), ({"assert": "x = 1"}, "no assert")):
+        with pytest.raises(rewards.CodeSpecError, match=rf"row 0 of jsonl: tests: .*{why}"):  # a string is not a list
+            rewards.code_specs([{"tests": spec}], "jsonl")
 
 
 def test_livecodebench_releases_and_date_window():
