@@ -1055,15 +1055,11 @@ def load_rows(source, split, prompt_key, answer_key, code_schema="auto"):
     schema = code_schema if code_schema != "auto" else next(
         (name for column, name in CODE_COLUMNS.items() if column in ds.column_names), None)
     if schema:  # RL on code
-        rows, layout = list(ds), rewards.CODE_SCHEMAS.get(schema, {})
-        try:
-            specs = rewards.code_specs(rows, schema, **({"key": answer_key} if schema == "jsonl" else {}))
-        except rewards.CodeSpecError as e:
+        try:  # --prompt_key, when set, names the question's column; else the layout's own
+            pairs = rewards.code_rows(list(ds), schema, None if prompt_key == "question" else prompt_key, answer_key)
+        except (rewards.CodeSpecError, KeyError) as e:
             raise ArgumentError(f"{source}: {e}") from None
-        question = layout.get("question") if prompt_key == "question" else prompt_key  # --prompt_key wins if set
-        prompt = lambda r, spec: rewards.code_prompt(str(rewards.get_field(r, question)),
-                                                     r.get(layout.get("starter")) or "", spec.get("fn_name"))
-        return [{"question": prompt(r, spec), "answer": spec} for r, spec in zip(rows, specs)]
+        return [{"question": prompt, "answer": spec} for prompt, spec in pairs]
     rows = []
     for i, r in enumerate(ds):
         try:

@@ -28,7 +28,8 @@ import torch.distributed as dist
 
 import delta
 import rewards
-from rewards import CODE_SCHEMAS, CodeSpecError, code_prompt, code_specs, get_field, lcb_in_window, lcb_release_files
+from rewards import (CODE_SCHEMAS, CodeSpecError, code_prompt, code_rows, code_specs, get_field, lcb_in_window,
+                     lcb_release_files)
 
 # name -> where it lives on the hub and how to read it (columns, kind of verifier)
 BENCHMARKS = {
@@ -275,16 +276,10 @@ def data_rows(table, args):
     if args.data_schema == "math":
         return [{"id": i, "question": str(get_field(r, args.prompt_key)), "answer": get_field(r, args.answer_key)}
                 for i, r in enumerate(table)]
-    layout = CODE_SCHEMAS[args.data_schema]
-    specs = code_specs(table, args.data_schema, **({"key": args.answer_key} if args.data_schema == "jsonl" else {}))
-    question = args.prompt_key if args.data_schema == "jsonl" else layout["question"]
-    rows = []
-    for i, (r, spec) in enumerate(zip(table, specs)):
-        starter = (r.get(layout["starter"]) or "") if layout["starter"] else ""
-        rows.append({"id": i, "question": code_prompt(str(get_field(r, question)), starter,
-                                                      None if "inputs" not in spec else spec.get("fn_name")),
-                     "answer": spec, "tests": len(spec.get("inputs", [0]))})
-    return rows
+    pairs = code_rows(table, args.data_schema, args.prompt_key if args.data_schema == "jsonl" else None,
+                      args.answer_key)
+    return [{"id": i, "question": prompt, "answer": spec, "tests": len(spec.get("inputs", [0]))}
+            for i, (prompt, spec) in enumerate(pairs)]
 
 
 def benchmark_rows(name, table, args=None):

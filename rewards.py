@@ -16,6 +16,7 @@ The parts they are made of, public too:
     SandboxError                                  sandbox.py's: the sandbox failed, not the program
 Code datasets (section 4), rows as people store them -> the specs above:
     code_specs(rows, schema) -> list[dict]        every row's spec, checked first; CODE_SCHEMAS lists the layouts
+    code_rows(rows, schema) -> [(prompt, spec)]   the same with each row's prompt in code_prompt's convention
     spec_deepcoder, spec_primeintellect, spec_apps, spec_livecodebench, spec_jsonl   one reader per layout
     code_prompt(question, starter_code, fn_name) -> str   LiveCodeBench's prompt convention
     get_field(row, "reward_model.ground_truth")   a nested column by a dotted key
@@ -53,8 +54,9 @@ from fractions import Fraction
 
 __all__ = ["math_reward", "code_reward", "run_tests", "score_batch", "extract_answer", "final_answers", "extract_code",
            "stdout_matches", "value_matches", "lcb_stdout_matches", "MATH_TIMEOUT", "CODE_TIMEOUT", "FLOAT_TOLERANCE",
-           "HARNESS_IMPORTS", "STARTUP_TIMEOUT", "code_specs", "CODE_SCHEMAS", "spec_deepcoder", "spec_primeintellect",
-           "spec_apps", "spec_livecodebench", "spec_jsonl", "code_prompt", "get_field", "lcb_private_tests",
+           "HARNESS_IMPORTS", "STARTUP_TIMEOUT", "code_specs", "code_rows", "CODE_SCHEMAS", "spec_deepcoder",
+           "spec_primeintellect", "spec_apps", "spec_livecodebench", "spec_jsonl", "code_prompt", "get_field",
+           "lcb_private_tests",
            "pickled_str", "lcb_in_window", "lcb_release_files", "CodeSpecError"]  # and SandboxError, which loads
 # sandbox.py (a copy of rewards.py without it still grades math)
 MATH_TIMEOUT = 5.0  # seconds of wall clock per math item, parsing and sympy included
@@ -1231,6 +1233,16 @@ def code_prompt(question, starter_code="", fn_name=None):
     else:
         prompt += f"### Format: {LCB_STDIN}\n```python\n# YOUR CODE HERE\n```\n\n"
     return prompt + "### Answer: (use the provided format with backticks)\n\n"
+
+
+def code_rows(rows, schema, question=None, spec_key="tests"):
+    """Rows of a code dataset as (prompt, spec) pairs: the question (the layout's column, or `question`) in
+    code_prompt's convention, with the row's starter code; the spec from code_specs (a jsonl spec in `spec_key`)."""
+    specs = code_specs(rows, schema, **({"key": spec_key} if schema == "jsonl" else {}))
+    layout = CODE_SCHEMAS[schema]
+    column, starter = question or layout["question"], layout["starter"]
+    return [(code_prompt(str(get_field(r, column)), (r.get(starter) or "") if starter else "",
+                         spec.get("fn_name") if "inputs" in spec else None), spec) for r, spec in zip(rows, specs)]
 
 
 def lcb_in_window(row, start=None, end=None):
