@@ -72,8 +72,8 @@ def train(args):
         name = f"{args.algo}-s{seed}"
         run_dir = os.path.join(args.out, name)
         if not os.path.exists(os.path.join(run_dir, "final")):
-            resume = ["--resume"] if any(d.startswith("checkpoint-") for d in os.listdir(run_dir)) \
-                if os.path.isdir(run_dir) else []
+            resume = ["--resume"] if os.path.isdir(run_dir) and any(d.startswith("checkpoint-")
+                                                                     for d in os.listdir(run_dir)) else []
             run([sys.executable, "delta.py", "--model", args.model, "--dataset", data, "--algo", args.algo,
                  "--seed", str(seed), "--output_dir", run_dir, *SETTINGS, *resume], log)
         held = os.path.join(run_dir, "held_out.jsonl")
