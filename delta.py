@@ -22,6 +22,7 @@ at the bottom, the tiny model and the embedded tasks of the offline default.
     python delta.py --output_dir runs/x --resume      # continue from the newest checkpoint
     torchrun --nproc_per_node 8 delta.py --model Qwen/Qwen3-8B-Base --fsdp ...   # the paper's recipe (docs/scale.md)
 """
+import collections
 import contextlib
 import dataclasses
 import datetime
@@ -363,19 +364,34 @@ def step_prompts(run, step):
 
 
 def prompt_text(tok, question, instruction=""):
-    """The chat template when the tokenizer has one, a plain template otherwise."""
-    content = f"{question}\n{instruction}" if instruction else question
+    """The chat template when the tokenizer has one, a plain template otherwise. question: text, or chat messages
+    (a dataset's prompt column, DAPO-Math-17k's); the instruction goes at the end of the last user message."""
+    messages = [dict(m) for m in question] if isinstance(question, list) else [{"role": "user", "content": question}]
+    last = max((i for i, m in enumerate(messages) if m["role"] == "user"), default=len(messages) - 1)
+    if instruction:
+        messages[last]["content"] = f"{messages[last]['content']}\n{instruction}"
     if getattr(tok, "chat_template", None):
-        return tok.apply_chat_template([{"role": "user", "content": content}], tokenize=False,
-                                       add_generation_prompt=True)
-    return f"Question: {content}\nAnswer: "
+        return tok.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+    return "".join(f"{m['content']}\n" if m["role"] == "system" else f"Question: {m['content']}\n" if m["role"] ==
+                   "user" else f"Answer: {m['content']}\n" for m in messages) + "Answer: "
+
+
+def encode_prompt(tok, text):
+    """Token ids of a prompt text. A chat template writes its own special tokens (BOS included, where it asks for
+    one), so its text is tokenized as it is, as HF's apply_chat_template(tokenize=True) does; a plain prompt gets
+    the BOS that the tokenizer's own rule adds (add_special_tokens), as a base model saw in pre-training."""
+    ids = tok(text, add_special_tokens=False).input_ids
+    bos = tok.bos_token_id
+    if getattr(tok, "chat_template", None) or bos is None or ids[:1] == [bos]:
+        return ids
+    return [bos] + ids if tok("a", add_special_tokens=True).input_ids[:1] == [bos] else ids
 
 
 def sample(sampler, prompts, temperature, n=1, seed=0):
     """n responses to each prompt, adjacent, in the rollout layout (greedy at temperature 0); the sampler's
     log-probs, if it has them, in "sampler_logp" [N, R]."""
     tok = sampler.tok
-    prompt_ids = [tok(p, add_special_tokens=False).input_ids for p in prompts]
+    prompt_ids = [encode_prompt(tok, p) for p in prompts]
     responses, logprobs = sampler.generate(prompt_ids, temperature, n, seed)
     if not prompts:
         return None
@@ -415,13 +431,18 @@ def verify(run, batch, rows):
     a, t = run.args, time.perf_counter()
     golds = [r["answer"] for r in rows for _ in range(a.group_size)]
     correct = torch.tensor(rewards.score_batch(decode_responses(run.tok, batch), golds, run.reward,
-                                               a.reward_timeout or None, stats=run.reward_stats))
+                                               a.reward_timeout or None, stats=run.reward_stats,
+                                               answer_format=answer_format(a)))
     run.reward_seconds = time.perf_counter() - t
     reward = correct.to(run.device)  # [N]
     if run.algo["overlong"]:
         reward = reward + overlong_penalty(batch["response_mask"].sum(1), a.max_new_tokens, a.overlong_buffer,
                                            a.overlong_penalty)
     return correct, reward
+
+
+def answer_format(args):
+    return args.answer_format if args.answer_format != "auto" else "boxed"
 
 
 def overlong_penalty(lengths, max_len, buffer, factor):
@@ -523,13 +544,18 @@ def feature_norms(v, where, mask, chunk):
 
 
 def response_logprobs(model, input_ids, attention_mask, R, temperature, chunk_tokens=2048, checkpoint=False,
-                      with_entropy=False):
+                      with_entropy=False, extra=None):
     """One forward of `model` (plain, DDP or FSDP): log pi(o_t) [b, R] at temperature T for the last R
-    tokens, their entropy [b, R] (zeros unless asked) and the LM head's inputs h [b, R, H] (Eq. D's h)."""
+    tokens, their entropy [b, R] (zeros unless asked) and the LM head's inputs h [b, R, H] (Eq. D's h).
+    extra: a dict that receives the model's own auxiliary loss, "aux_loss" (an MoE's load balancing, which HF
+    computes when the config sets output_router_logits), or None."""
     position_ids = (attention_mask.long().cumsum(1) - 1).clamp(min=0)  # [b, P + R] as generate sets them
     with sliced_lm_head(model, input_ids[:, -R:], temperature, chunk_tokens, checkpoint, with_entropy) as head:
-        stats = model(input_ids=input_ids, attention_mask=attention_mask.long(), position_ids=position_ids,
-                      logits_to_keep=R + 1, use_cache=False).logits  # [b, R, 2]
+        out = model(input_ids=input_ids, attention_mask=attention_mask.long(), position_ids=position_ids,
+                    logits_to_keep=R + 1, use_cache=False)
+    if extra is not None:
+        extra["aux_loss"] = getattr(out, "aux_loss", None)
+    stats = out.logits  # [b, R, 2]
     return stats[..., 0], stats[..., 1], head["hidden"]
 
 
@@ -574,23 +600,27 @@ def update(run, batch, adv, weights, plans):
         capped = (is_w[mask] >= a.is_cap).float().mean().item()
         out = {"rollout/is_mean": is_w[mask].mean().item(), "rollout/is_capped": capped}
     weight, row_count = algo["normaliser"](mask, weight, a)  # [N, R], [N]
-    sums, norms = torch.zeros(4, device=mask.device), []  # loss, clipfrac, clipfrac_dual, approx_kl
+    sums, norms = torch.zeros(5, device=mask.device), []  # loss, clipfrac, clipfrac_dual, approx_kl, router loss
+    coef, extra = run.router_coef, {}
     model.train()  # HF checkpoints its layers (--gradient_checkpointing) in training mode only; dropout is off
     for groups in plans:  # one optimizer step per mini-batch
         count = reduce(run, row_count[torch.cat(groups)].sum().double())  # the mini-batch's normaliser
+        seen = reduce(run, batch["attention_mask"][torch.cat(groups)].sum().double())  # its tokens, for the MoE's
         for j, rows in enumerate(groups):
             with run.sharding.no_sync(model, sync=j == len(groups) - 1):  # gradients reduced once a mini-batch
                 ids, am, Rm = micro_batch(batch, rows)
                 with autocast(mask.device, bf16_compute(a, mask.device)):
-                    logp = response_logprobs(model, ids, am, Rm, a.temperature, a.head_chunk_tokens, checkpoint=True)[0]
+                    logp = response_logprobs(model, ids, am, Rm, a.temperature, a.head_chunk_tokens, checkpoint=True,
+                                             extra=extra)[0]
                 logp, m, w, old = logp.float(), mask[rows, :Rm], weight[rows, :Rm], batch["old_logp"][rows, :Rm]
                 if algo["step_weights"]:  # FIPO departs from DAPO here: weights from the new log-probs
                     f, m = algo["step_weights"](run, logp, old, adv[rows], m)
                     w = w * f
                 loss, met = policy_loss(logp, old, adv[rows], m, w, num_tokens=count, **algo["gate"](a))
-                (loss * run.world).backward()
+                router = coef * extra["aux_loss"].float() * am.sum() / seen if coef else loss.new_zeros(())
+                ((loss + router) * run.world).backward()  # an MoE's load balancing, its micro-batches token-weighted
             sums += torch.stack([loss.detach() * run.world * len(groups), met["clipfrac"], met["clipfrac_dual"],
-                                 met["approx_kl"]]).float()  # all_mean sums the ranks' shares of the loss back
+                                 met["approx_kl"], router.detach() * run.world * len(groups)]).float()
         norm = float(torch.nn.utils.clip_grad_norm_(model.parameters(), a.max_grad_norm))  # global, under FSDP too
         if math.isfinite(norm):
             run.optimizer.step()
@@ -600,8 +630,20 @@ def update(run, batch, adv, weights, plans):
         norms.append(norm)
     model.eval()
     means = (sums / sum(map(len, plans))).tolist()  # one device sync per rollout
-    return dict(out, **dict(zip(("loss/policy", "loss/clipfrac", "loss/clipfrac_dual", "loss/approx_kl"), means)),
-                grad_norm=sum(norms) / len(norms))
+    names = ("loss/policy", "loss/clipfrac", "loss/clipfrac_dual", "loss/approx_kl") + (("loss/router",) if coef else ())
+    return dict(out, **dict(zip(names, means)), grad_norm=sum(norms) / len(norms))
+
+
+def router_loss_coef(config):
+    """The weight of an MoE's load-balancing loss when its config asks HF to compute it (output_router_logits, as
+    Qwen3-MoE and Mixtral configs can), with the config's own coefficient; 0 otherwise."""
+    if not getattr(config, "output_router_logits", False):
+        return 0.0
+    coef = getattr(config, "router_aux_loss_coef", None)
+    if coef is None:
+        raise ArgumentError(f"{type(config).__name__} sets output_router_logits but names no router_aux_loss_coef: "
+                            "the load-balancing loss it asks for has no weight")
+    return float(coef)
 
 
 def is_correction(old_logp, sampler_logp, cap):
@@ -793,27 +835,43 @@ def all_mean(run, values):
 
 
 # ======== 5. The main loop: evaluation, checkpoints, the run =========================================================
-def evaluate(run, step, temperature=0.0, n=1, limit=None):
+def evaluate(run, step, temperature=0.0, n=1, limit=None, answered=None):
     """Held-out accuracy, the mean over n samples a problem (greedy by default) of the first `limit` problems (all
     by default), rows sharded over ranks, sampled from generators seeded by the step, apart from the training
-    stream."""
+    stream. `answered` (a list) receives the share of math responses that state an answer in the run's format."""
     import rewards
     mine, seed = run.eval_rows[:limit][run.rank::run.world], run.args.seed * 7919 + step
     with torch.random.fork_rng(devices=[run.device] if run.device.type == "cuda" else []):
         torch.manual_seed(seed + run.rank)
         batch = sample(run.sampler, [prompt_text(run.tok, r["question"], run.args.instruction) for r in mine],
                        temperature, n, seed=(seed * 101 + run.rank) * 10_007)
-    golds = [r["answer"] for r in mine for _ in range(n)]
-    right = sum(rewards.score_batch(decode_responses(run.tok, batch), golds, run.reward,
-                                    run.args.reward_timeout or None)) if mine else 0.0
-    counts = reduce(run, torch.tensor([right, len(golds)], dtype=torch.float64, device=run.device))
-    return float(counts[0] / counts[1])
+    golds, texts = [r["answer"] for r in mine for _ in range(n)], decode_responses(run.tok, batch) if mine else []
+    fmt = answer_format(run.args)
+    right = sum(rewards.score_batch(texts, golds, run.reward, run.args.reward_timeout or None,
+                                    answer_format=fmt)) if mine else 0.0
+    stated = sum(rewards.extract_answer(t, fmt) is not None for t in texts) if run.reward == "math" else len(texts)
+    counts = reduce(run, torch.tensor([right, stated, len(golds)], dtype=torch.float64, device=run.device))
+    if answered is not None:
+        answered.append(float(counts[1] / counts[2]))
+    return float(counts[0] / counts[2])
 
 
-def evaluation(run, step):  # greedy accuracy, and with --eval_samples that of samples at the temperature
-    a = run.args
-    return dict({"eval/accuracy": evaluate(run, step)}, **{"eval/sampled_accuracy": evaluate(
-        run, step, a.temperature, a.eval_samples)} if a.eval_samples else {})
+def evaluation(run, step):
+    """Greedy accuracy, the share of greedy responses that state an answer (math), and with --eval_samples the
+    accuracy of samples at the temperature. A model that never states an answer in the run's format is told so."""
+    a, answered = run.args, []
+    out = {"eval/accuracy": evaluate(run, step, answered=answered)}
+    if run.reward == "math":
+        out["eval/answered"] = answered[0]
+        if answered[0] == 0 and run.rank == 0 and step == 0:
+            print(f"warning: none of the {len(run.eval_rows)} greedy held-out responses states an answer in the "
+                  f"format {answer_format(a)}, so every reward is 0 and RL has nothing to learn from: choose the "
+                  "format the model writes (--answer_format boxed | answer_line | last_number) or ask for it "
+                  "(--instruction)", file=sys.stderr)
+    if a.eval_samples:
+        out["eval/sampled_accuracy"] = evaluate(run, step, a.temperature, a.eval_samples)
+    return out
+
 
 
 RNGS = {"torch": (torch.get_rng_state, torch.set_rng_state), "python": (random.getstate, random.setstate),
@@ -849,7 +907,8 @@ def save_model(run, path, files=None):
         unwrap(run.model).save_pretrained(tmp, state_dict=dict(weights))
         run.tok.save_pretrained(tmp)
         with open(os.path.join(tmp, PROMPT_FILE), "w") as f:
-            json.dump({"instruction": run.args.instruction, "chat_template": bool(run.tok.chat_template)}, f)
+            json.dump({"instruction": run.args.instruction, "answer_format": answer_format(run.args),
+                       "chat_template": bool(run.tok.chat_template)}, f)
         for name, obj in files.items():
             torch.save(obj, os.path.join(tmp, name))
         shutil.rmtree(path, ignore_errors=True)
@@ -876,10 +935,18 @@ def main(args):
     transformers.utils.logging.disable_progress_bar()
     validate_args(args, int(os.environ.get("WORLD_SIZE", "1")))  # every check before any work
     rank, world, device = setup_distributed(args.dist_timeout_minutes)
-    try:
-        train_rows, eval_rows = load_task(args)  # a dataset without its columns, or a bad test spec, stops here
-        resolve_defaults(args, train_rows)
+    try:  # every check of the data and the resume before any work: nothing is loaded or written until they pass
+        kind, train_rows, eval_rows = load_task(args)  # a dataset without its columns, or a bad test spec, stops here
+        given = args.reward
+        resolve_defaults(args, kind, train_rows)
+        if not args.model and any("solution" not in r for r in train_rows + eval_rows):  # the tiny default's SFT
+            raise ArgumentError(f"{args.dataset}: the tiny default model is warm-started on worked solutions, a "
+                                "'solution' column this dataset lacks: pass --model (a pretrained model, e.g. "
+                                "HuggingFaceTB/SmolLM2-135M-Instruct), which needs no warm start")
         ckpts = checkpoints(args.output_dir) if args.resume else []
+        source = ckpts[-1] if ckpts else args.model  # the newest checkpoint, a hub id or path, or the tiny default
+        tok = load_tokenizer(source) if source else tiny_tokenizer()
+        train_rows, eval_rows = fit_prompts(args, tok, train_rows, eval_rows)
         state = check_resume(args, ckpts, world)
         os.makedirs(args.output_dir, exist_ok=True)
         log, close_log = metrics_logger(args, rank, state["step"] if state else None)
@@ -887,7 +954,10 @@ def main(args):
         if world > 1:
             dist.destroy_process_group()
         raise
-    source = ckpts[-1] if ckpts else args.model  # the newest checkpoint, a hub id or path, or the tiny default
+    if rank == 0:
+        why = " (inferred: the rows carry test specs)" if given == "auto" and args.reward == "code" else ""
+        fmt = f", answers: {args.answer_format}" if args.reward == "math" else ""
+        print(f"reward: {args.reward}{why}{fmt}, prompts up to {args.max_prompt_length} tokens", file=sys.stderr)
     if not source:
         source = os.path.join(args.output_dir, "tiny-init")
         if rank == 0:
@@ -895,17 +965,9 @@ def main(args):
         if world > 1:
             dist.barrier()
     model, tok = load_model(source, device)
-    fits = lambda r: len(tok(prompt_text(tok, r["question"], args.instruction)).input_ids) <= args.max_prompt_length
-    train_rows, eval_rows = [r for r in train_rows if fits(r)], [r for r in eval_rows if fits(r)]
-    if len(train_rows) < args.prompts_per_step:
-        raise ArgumentError(f"only {len(train_rows)} training prompts fit --max_prompt_length "
-                            f"{args.max_prompt_length}; need at least --prompts_per_step {args.prompts_per_step}")
     if args.gradient_checkpointing:
         enable_checkpointing(model)
     run = make_run(args, model, tok, source, rank, world, device, train_rows, eval_rows)
-    if rank == 0:
-        why = " (inferred: the rows carry test specs)" if args.reward == "auto" and run.reward == "code" else ""
-        print(f"reward: {run.reward}{why}", file=sys.stderr)
     total_steps = args.max_steps or args.epochs * (len(train_rows) // args.prompts_per_step)
     step = 0
     if state:  # the optimizer's state memory-mapped: a node's ranks share the page cache, each copies its shard
@@ -919,8 +981,10 @@ def main(args):
         if rank == 0:
             with open(os.path.join(args.output_dir, "args.json"), "w") as f:
                 json.dump(dataclasses.asdict(args), f, indent=1)
-            with open(os.path.join(args.output_dir, "held_out.jsonl"), "w") as f:  # for eval.py --data
-                f.writelines(json.dumps({"question": r["question"], "answer": r["answer"]}) + "\n" for r in eval_rows)
+            with open(os.path.join(args.output_dir, "held_out.jsonl"), "w") as f:  # eval.py --data grades them so
+                f.writelines(json.dumps({"question": r["question"], "answer": r["answer"], "reward": args.reward,
+                                         "answer_format": args.answer_format, "instruction": args.instruction}) + "\n"
+                             for r in eval_rows)
         if not args.model:
             warm_start(run, log)
         if args.warm_start_only:
@@ -976,14 +1040,16 @@ def make_run(args, model, tok, source, rank=0, world=1, device=torch.device("cpu
     run = types.SimpleNamespace(args=args, algo=ALGOS[args.algo], rank=rank, world=world, device=device, tok=tok,
                                 model=model, train_model=sharding.wrap(model, args), sharding=sharding,
                                 group=sharding.group, train_rows=train_rows, eval_rows=eval_rows, reward_stats={},
-                                reward=reward_kind(args, train_rows), reward_seconds=0.0)
+                                reward=reward_kind(args, train_rows), reward_seconds=0.0,
+                                router_coef=router_loss_coef(model.config))  # an MoE's load balancing
     run.sampler = make_sampler(args, model, tok, source, sharding, rank)  # after sharding: vLLM sees what is left
     run.optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=args.weight_decay)
     return run
 
 
 def reward_kind(args, rows):
-    """--reward, or with auto: code when the rows carry test specs (dicts), math otherwise."""
+    """--reward as resolve_defaults left it; with auto (a run made without it): code when the rows carry test specs
+    (dicts), math otherwise."""
     if args.reward != "auto":
         return args.reward
     return "code" if rows and isinstance(rows[0]["answer"], dict) else "math"
@@ -1026,25 +1092,25 @@ def enable_checkpointing(model):  # non-reentrant, which works under DDP and FSD
 
 
 def load_task(args):
-    """Training and held-out rows: the embedded task, or a local file or hub dataset."""
+    """(kind, training rows, held-out rows): the embedded task, or a local file or hub dataset read by
+    rewards.dataset_rows (math or code, every row checked before any work)."""
     if not args.dataset:  # one fixed split for every seed: the held-out set never changes
-        return TASKS[args.task]["build"](0, args.eval_size)
-    train_rows = load_rows(args.dataset, args.dataset_split, args.prompt_key, args.answer_key, args.code_schema)
+        return ("code" if args.task == "code" else "math",) + TASKS[args.task]["build"](0, args.eval_size)
+    kind, train_rows = load_rows(args.dataset, args.dataset_split, args)
     if args.eval_dataset:
-        return train_rows, load_rows(args.eval_dataset, "test", args.prompt_key, args.answer_key,
-                                     args.code_schema)[:args.eval_size]
-    return train_rows[args.eval_size:], train_rows[:args.eval_size]
+        eval_kind, eval_rows = load_rows(args.eval_dataset, "test", args)
+        if eval_kind != kind:
+            raise ArgumentError(f"--eval_dataset {args.eval_dataset} holds {eval_kind} rows, --dataset {kind} rows")
+        return kind, train_rows, eval_rows[:args.eval_size]
+    if len(train_rows) <= args.eval_size:
+        raise ArgumentError(f"--dataset {args.dataset} has {len(train_rows)} rows, and --eval_size {args.eval_size} "
+                            "of them are held out: lower --eval_size or give --eval_dataset")
+    return kind, train_rows[args.eval_size:], train_rows[:args.eval_size]
 
 
-CODE_COLUMNS = {"public_test_cases": "livecodebench", "verification_info": "primeintellect", "input_output": "apps",
-                "tests": "deepcoder"}  # a column that names the layout of a code dataset (rewards.CODE_SCHEMAS)
-
-
-def load_rows(source, split, prompt_key, answer_key, code_schema="auto"):
-    """A local json/jsonl/parquet file or a hub dataset -> [{"question", "answer"}]. Math: the columns prompt_key and
-    answer_key (a dotted key reads a nested one: reward_model.ground_truth). Code, when --code_schema names a layout
-    or the columns show one (CODE_COLUMNS): the question in the benchmark's prompt convention (starter code, or
-    read standard input) and rewards.py's test spec as the answer, every row checked before any work."""
+def load_rows(source, split, args):
+    """A local json/jsonl/parquet file or a hub dataset -> (kind, [{"question", "answer"}]), read by
+    rewards.dataset_rows with --prompt_key, --answer_key and --code_schema."""
     import datasets
     import rewards
     ext = os.path.splitext(source)[1]
@@ -1052,22 +1118,11 @@ def load_rows(source, split, prompt_key, answer_key, code_schema="auto"):
         ds = datasets.load_dataset("parquet" if ext == ".parquet" else "json", data_files=source, split="train")
     else:
         ds = datasets.load_dataset(source, split=split)
-    schema = code_schema if code_schema != "auto" else next(
-        (name for column, name in CODE_COLUMNS.items() if column in ds.column_names), None)
-    if schema:  # RL on code
-        try:  # --prompt_key, when set, names the question's column; else the layout's own
-            pairs = rewards.code_rows(list(ds), schema, None if prompt_key == "question" else prompt_key, answer_key)
-        except (rewards.CodeSpecError, KeyError) as e:
-            raise ArgumentError(f"{source}: {e}") from None
-        return [{"question": prompt, "answer": spec} for prompt, spec in pairs]
-    rows = []
-    for i, r in enumerate(ds):
-        try:
-            rows.append({"question": str(rewards.get_field(r, prompt_key)), "answer": rewards.get_field(r, answer_key)})
-        except KeyError as e:
-            raise ArgumentError(f"{source}: row {i}: {e.args[0]}; columns are {ds.column_names} (set --prompt_key/"
-                                "--answer_key; a dotted key reads a nested column)") from None
-    return rows
+    try:
+        return rewards.dataset_rows(ds, args.prompt_key, args.answer_key,
+                                    "math" if args.reward == "math" else args.code_schema)
+    except rewards.DataError as e:
+        raise ArgumentError(f"{source}: {e}") from None
 
 
 def metrics_logger(args, rank, resumed_step=None):
@@ -1108,8 +1163,10 @@ class Args:
     seed: int = arg(0, "seed of the data order, the initialisation and the sampling (each rank adds its rank)")
     resume: bool = arg(False, "continue from the newest checkpoint in output_dir")
     report_to: str = arg("none", "none | tensorboard | wandb: also log the metrics there (optional packages)")
-    reward: str = arg("auto", "math: the final boxed answer | code: the rows' tests run in the sandbox | auto: code "
-                              "when the rows carry test specs")
+    reward: str = arg("auto", "math: the final answer | code: the rows' tests run in the sandbox | auto: code when "
+                              "the rows carry test specs")
+    answer_format: str = arg("auto", "where a math response states its answer: boxed | answer_line ('Answer: X', "
+                                     "DAPO-Math's) | last_number; auto: what the prompts ask for, else boxed")
     reward_timeout: float = arg(0.0, "seconds per response for its verdict; 0: rewards.py's (math 5, code 10)")
     # --- model and data
     model: str = arg("", "hub id or local path; empty: a tiny Qwen3 built in code (the offline default)")
@@ -1118,13 +1175,15 @@ class Args:
     code_schema: str = arg("auto", "a code dataset's layout: deepcoder | primeintellect | apps | taco | "
                                    "livecodebench | jsonl (a test spec in --answer_key); auto: read from its columns")
     dataset_split: str = arg("train", "split of a hub dataset")
-    prompt_key: str = arg("question", "column holding the problem text")
+    prompt_key: str = arg("question", "column holding the problem: text or a list of chat messages")
     answer_key: str = arg("final_answer", "column holding the reference answer")
     eval_dataset: str = arg("", "held-out set (same columns); empty: hold out eval_size training rows")
     eval_size: int = arg(256, "held-out problems")
-    instruction: str = arg("auto", "appended to each question; auto: ask for \\boxed{}, nothing on the embedded tasks")
-    max_prompt_length: int = arg(64, "longer prompts are dropped at load time (paper: 2048)")
-    max_new_tokens: int = arg(64, "response length limit (paper: 20480)")
+    instruction: str = arg("auto", "appended to each question; auto: the answer format's request (rewards."
+                                   "ANSWER_FORMATS), none if the prompts make one or on the embedded tasks")
+    max_prompt_length: int = arg(0, "longer prompts are dropped at load time; 0: the longest prompt (paper: 2048)")
+    max_new_tokens: int = arg(0, "response length limit; 0: 64 on the embedded tasks, a --dataset sets it "
+                                 "(paper: 20480)")
     # --- rollout
     prompts_per_step: int = arg(32, "prompts per rollout batch, all ranks together (paper: 128)")
     group_size: int = arg(8, "G, responses sampled per prompt (paper: 16)")
@@ -1189,6 +1248,12 @@ class Args:
     dump_rollouts_every: int = arg(0, "save rollout-<step>.pt every N steps, for bench/rollouts.py (0 = never)")
     progress: bool = arg(True, "tqdm progress bar on rank 0")
 
+    def __post_init__(self):  # the embedded tasks' responses are short; a dataset's limit is the user's to set
+        self.max_new_tokens = self.max_new_tokens or (0 if self.dataset else EMBEDDED_RESPONSE_TOKENS)
+
+
+EMBEDDED_RESPONSE_TOKENS = 64
+
 
 class ArgumentError(ValueError):
     """Bad input, reported before any work starts."""
@@ -1204,15 +1269,19 @@ def validate_args(a: Args, world_size: int = 1) -> None:
     for name, known in (("algo", ALGOS), ("task", TASKS), ("delta_margin", ("contrast", "own")),
                         ("delta_assign", ("soft", "hard")), ("feature_dtype", ("auto", "bf16", "fp32")),
                         ("precision", ("auto", "bf16", "fp32")), ("reward", ("auto", "math", "code")),
+                        ("answer_format", ("auto", *rewards.ANSWER_FORMATS)),
                         ("code_schema", ("auto", *rewards.CODE_SCHEMAS)),
                         ("report_to", ("none", "tensorboard", "wandb"))):
         need(getattr(a, name) in known, f"--{name} {getattr(a, name)!r} is unknown; use one of {', '.join(known)}")
+    need(a.max_new_tokens > 0 or not a.dataset, f"--dataset {a.dataset}: set --max_new_tokens, the response limit in "
+         "tokens (the paper: 20480 on DeepMath; a 135 M model on short arithmetic: 64)")
     for name in ("prompts_per_step", "mini_batch_prompts", "max_tokens_per_micro_batch", "max_new_tokens", "lr",
-                 "max_prompt_length", "gen_max_tokens", "eval_size", "sft_batch_size", "head_chunk_tokens",
+                 "gen_max_tokens", "eval_size", "sft_batch_size", "head_chunk_tokens",
                  "feature_chunk_tokens", "temperature", "lam_max", "keep_checkpoints", "sapo_tau_pos", "sapo_tau_neg",
                  "fipo_decay", "vllm_max_batched_tokens", "dist_timeout_minutes"):
         need(getattr(a, name) > 0, f"--{name} {getattr(a, name)} must be > 0")
     for name in ("max_steps", "save_every", "eval_every", "dump_rollouts_every", "eval_samples", "K", "lam_min",
+                 "max_prompt_length",
                  "delta_gamma", "top_k", "vllm_max_model_len", "is_cap", "clip_high", "vllm_gpu_memory",
                  "reward_timeout"):
         need(getattr(a, name) >= 0, f"--{name} {getattr(a, name)} must be >= 0")
@@ -1248,18 +1317,53 @@ def validate_args(a: Args, world_size: int = 1) -> None:
         need(config is None or not model_problem(config), f"--model {a.model}: {model_problem(config)}")
 
 
-def resolve_defaults(args, rows=None):
+def resolve_defaults(args, kind=None, rows=()):
+    """Every "auto" resolved once, before any work (args.json records the outcome): the names, the reward (the rows'
+    kind), the answer format (what the prompts ask for, else the box) and the instruction that asks for it."""
+    import rewards
     source = os.path.basename(args.model.rstrip("/")) or ("tiny" if args.task == "addition" else f"tiny-{args.task}")
     args.run_name = args.run_name or f"{args.algo}-{source}-s{args.seed}"
     args.output_dir = args.output_dir or os.path.join("runs", args.run_name)
-    if args.instruction == "auto":  # a math dataset asks for the box; code prompts carry their own format
-        args.instruction = PROMPT_INSTRUCTION if args.dataset and reward_kind(args, rows or []) == "math" else ""
+    kind = kind or ("code" if args.task == "code" and not args.dataset else "math")
+    if args.reward not in ("auto", kind):
+        raise ArgumentError(f"--reward {args.reward}, but the rows are {kind} rows ("
+                            f"{'test specs' if kind == 'code' else 'answers, no test specs'}): use --reward auto")
+    args.reward = kind
+    asked = collections.Counter(rewards.asked_format(r["question"]) for r in rows) if args.dataset else {}
+    asked = max(asked, key=asked.get) if asked else None  # what most prompts ask for themselves, if anything
+    if args.answer_format == "auto":
+        args.answer_format = asked or "boxed"
+    elif asked and asked != args.answer_format and kind == "math":
+        warnings.warn(f"the prompts ask for {asked} answers, graded as --answer_format {args.answer_format}")
+    if args.instruction == "auto":  # code prompts carry their format, the embedded tasks' responses too
+        ask = args.dataset and kind == "math" and not asked
+        args.instruction = rewards.ANSWER_FORMATS[args.answer_format] if ask else ""
     args.sft_target_acc = args.sft_target_acc or TASKS[args.task]["sft_target"]
 
 
-PROMPT_INSTRUCTION = "Put the final answer in \\boxed{}."
+def fit_prompts(args, tok, train_rows, eval_rows):
+    """--max_prompt_length: 0 becomes the longest prompt (none dropped); rows with longer prompts are dropped, and
+    said; too few left to fill a step stops the run, naming the flag."""
+    length = lambda r: len(encode_prompt(tok, prompt_text(tok, r["question"], args.instruction)))
+    lengths = [length(r) for r in train_rows], [length(r) for r in eval_rows]
+    args.max_prompt_length = args.max_prompt_length or max(max(ls, default=0) for ls in lengths)
+    kept = [[r for r, n in zip(rows, ls) if n <= args.max_prompt_length] for rows, ls in zip((train_rows, eval_rows),
+                                                                                             lengths)]
+    dropped = len(train_rows) - len(kept[0]), len(eval_rows) - len(kept[1])
+    if any(dropped) and int(os.environ.get("RANK", "0")) == 0:
+        print(f"--max_prompt_length {args.max_prompt_length}: dropped {dropped[0]} of {len(train_rows)} training and "
+              f"{dropped[1]} of {len(eval_rows)} held-out prompts (longest {max(lengths[0] + lengths[1])} tokens)",
+              file=sys.stderr)
+    if len(kept[0]) < args.prompts_per_step:
+        raise ArgumentError(f"only {len(kept[0])} training prompts fit --max_prompt_length {args.max_prompt_length} "
+                            f"(the longest has {max(lengths[0], default=0)} tokens); need at least --prompts_per_step "
+                            f"{args.prompts_per_step}: raise --max_prompt_length (0: the longest prompt)")
+    return kept
+
+
+PROMPT_INSTRUCTION = "Put the final answer in \\boxed{}."  # rewards.ANSWER_FORMATS["boxed"]
 RESUME_FIXED = ("algo", "task", "dataset", "dataset_split", "prompt_key", "answer_key", "code_schema", "eval_dataset",
-                "eval_size", "instruction", "seed", "prompts_per_step", "group_size", "mini_batch_prompts",
+                "eval_size", "instruction", "answer_format", "seed", "prompts_per_step", "group_size", "mini_batch_prompts",
                 "max_prompt_length",
                 "max_new_tokens", "temperature", "K", "lam_min", "lam_max", "delta_margin", "delta_gamma",
                 "delta_assign", "delta_normalise")
@@ -1298,20 +1402,26 @@ def parse_args(argv=None) -> Args:
 TINY_CHARS = "0123456789+-*/=?.,:;!()[]{}\\$^_ abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ\n'\"<>|&%#@~`"
 
 
-def build_tiny(path, seed=0, model_type="qwen3", **config):
-    """The offline default: a character tokenizer and a Qwen3 of about 0.5 M parameters, saved to `path`; `config`
-    changes its config (the benches' larger models: other sizes, a vocabulary beyond the characters'), `model_type`
-    its family (the tests' other backbones: llama, olmo3, gemma3_text, qwen3_moe, ...)."""
+def tiny_tokenizer():
+    """The offline default's tokenizer: one token per character, pad = eos (as in Qwen), a short chat template."""
     from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
     vocab = {t: i for i, t in enumerate(dict.fromkeys(["<|endoftext|>", "<unk>", *TINY_CHARS]))}
     core = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
     core.pre_tokenizer = pre_tokenizers.Split(Regex(r"[\s\S]"), behavior="isolated")  # one token per character
     core.decoder = decoders.Fuse()
     tok = PreTrainedTokenizerFast(tokenizer_object=core, eos_token="<|endoftext|>", pad_token="<|endoftext|>",
-                                  unk_token="<unk>", padding_side="left")  # pad = eos, as in Qwen
+                                  unk_token="<unk>", padding_side="left")
     tok.chat_template = ("{% for m in messages %}{{ 'Q: ' + m['content'] + '\\n' }}{% endfor %}"
                          "{% if add_generation_prompt %}A: {% endif %}")  # short prompts keep the default fast
-    tiny = dict(vocab_size=len(vocab), hidden_size=128, num_hidden_layers=2, intermediate_size=512,
+    return tok
+
+
+def build_tiny(path, seed=0, model_type="qwen3", **config):
+    """The offline default: a character tokenizer and a Qwen3 of about 0.5 M parameters, saved to `path`; `config`
+    changes its config (the benches' larger models: other sizes, a vocabulary beyond the characters'), `model_type`
+    its family (the tests' other backbones: llama, olmo3, gemma3_text, qwen3_moe, ...)."""
+    tok = tiny_tokenizer()
+    tiny = dict(vocab_size=len(tok), hidden_size=128, num_hidden_layers=2, intermediate_size=512,
                 num_attention_heads=4, num_key_value_heads=2, head_dim=32, max_position_embeddings=256,
                 eos_token_id=0, pad_token_id=0, bos_token_id=None, tie_word_embeddings=False)
     cfg = transformers.AutoConfig.for_model(model_type, **dict(tiny, **config))
@@ -1376,8 +1486,7 @@ TASKS = {  # sft_target: the accuracy of temperature-1 samples at which the warm
 def pack(tok, prompts, responses, device):
     """Prompts followed by given responses + eos, in the rollout layout (the warm start, the tests)."""
     ids = [tok(r, add_special_tokens=False).input_ids + [tok.eos_token_id] for r in responses]
-    return rollout_batch([tok(p, add_special_tokens=False).input_ids for p in prompts], ids, [tok.eos_token_id],
-                         tok.pad_token_id, device)
+    return rollout_batch([encode_prompt(tok, p) for p in prompts], ids, [tok.eos_token_id], tok.pad_token_id, device)
 
 
 def warm_start(run, log):

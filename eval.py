@@ -28,8 +28,7 @@ import torch.distributed as dist
 
 import delta
 import rewards
-from rewards import (CODE_SCHEMAS, CodeSpecError, code_prompt, code_rows, code_specs, get_field, lcb_in_window,
-                     lcb_release_files)
+from rewards import CODE_SCHEMAS, CodeSpecError, code_prompt, code_specs, lcb_in_window, lcb_release_files
 
 # name -> where it lives on the hub and how to read it (columns, kind of verifier)
 BENCHMARKS = {
@@ -66,10 +65,10 @@ class EvalArgs:
     model_name: str = field(default="", metadata={"help": "name in the table; default the path's last two parts"})
     benchmarks: str = field(default="", metadata={"help": f"comma list of {', '.join(BENCHMARKS)}; 'paper' = the paper's seven"})
     benchmark_dir: str = field(default="", metadata={"help": "offline copies in the hub's schema: DIR holding <name>.jsonl/.json/.parquet/.csv (livecodebench: also a folder of the hub's files), or name=path,name=path"})
-    data: str = field(default="", metadata={"help": "a local .json/.jsonl/.parquet benchmark: math answers, or code tests with --data_schema"})
+    data: str = field(default="", metadata={"help": "a local .json/.jsonl/.parquet benchmark: math answers or code tests (a run's held_out.jsonl as it was trained)"})
     prompt_key: str = field(default="question", metadata={"help": "question column of --data; a dotted key reads a nested column"})
     answer_key: str = field(default="answer", metadata={"help": "answer column of --data, e.g. reward_model.ground_truth; for --data_schema jsonl the spec column"})
-    data_schema: str = field(default="math", metadata={"help": "math, or the code dataset layout of --data: deepcoder, primeintellect, apps, taco, livecodebench, jsonl"})
+    data_schema: str = field(default="auto", metadata={"help": "auto: delta.py's held_out.jsonl as written, a code layout by its columns, else math | math | a code layout: deepcoder, primeintellect, apps, taco, livecodebench, jsonl"})
     lcb_release: str = field(default="release_v5", metadata={"help": "LiveCodeBench release: release_vN / release_latest (files 1..N), vN (file N), vA_vB"})
     lcb_start: str = field(default="", metadata={"help": "LiveCodeBench problems dated on or after YYYY-MM-DD"})
     lcb_end: str = field(default="", metadata={"help": "LiveCodeBench problems dated on or before YYYY-MM-DD (at 00:00, as LiveCodeBench filters)"})
@@ -77,7 +76,8 @@ class EvalArgs:
     lcb_wrap_stdin: bool = field(default=True, metadata={"help": "run LiveCodeBench's stdin programs as its harness does: top-level code wrapped in one function"})
     code_timeout: float = field(default=60.0, metadata={"help": "wall-clock cap of one LiveCodeBench (or --data code) sample, all its tests together"})
     gpqa_shuffle_seed: int = field(default=0, metadata={"help": "seed of GPQA's choice order; each question is shuffled by it and its Record ID"})
-    instruction: str = field(default="auto", metadata={"help": "appended to each math question; auto: as the model was trained (delta_prompt.json), else ask for \\boxed{}"})
+    instruction: str = field(default="auto", metadata={"help": "appended to each math question; auto: as the rows or the model were trained (held_out.jsonl, delta_prompt.json), else the answer format's request unless the prompt makes one"})
+    answer_format: str = field(default="auto", metadata={"help": "where a math answer is stated: boxed | answer_line | last_number; auto: as the rows or the model were trained, else what the prompts ask for, else boxed"})
     prompt_style: str = field(default="train", metadata={"help": "train: the training prompt | matharena: MathArena's instruction before the problem, AIME's integer hint"})
     n_samples: int = field(default=16, metadata={"help": "samples per problem (the paper: 16)", "aliases": ["-n", "--num_samples"]})
     max_new_tokens: int = field(default=30000, metadata={"help": "generation limit (the paper: 30,000)"})
@@ -272,14 +272,14 @@ def livecodebench_rows(table, start="", end=""):
 
 
 def data_rows(table, args):
-    """--data: math rows (question and answer columns, dotted keys for nested ones) or code rows in a known layout."""
-    if args.data_schema == "math":
-        return [{"id": i, "question": str(get_field(r, args.prompt_key)), "answer": get_field(r, args.answer_key)}
-                for i, r in enumerate(table)]
-    pairs = code_rows(table, args.data_schema, args.prompt_key if args.data_schema == "jsonl" else None,
-                      args.answer_key)
-    return [{"id": i, "question": prompt, "answer": spec, "tests": len(spec.get("inputs", [0]))}
-            for i, (prompt, spec) in enumerate(pairs)]
+    """--data: (kind, rows) as rewards.dataset_rows reads them, delta.py's training rows too: a run's held_out.jsonl
+    as it was trained (prompt, spec, answer format, instruction), code rows of a known layout, or math rows."""
+    kind, rows = rewards.dataset_rows(table, args.prompt_key, args.answer_key, args.data_schema)
+    for i, r in enumerate(rows):
+        r["id"] = i
+        if kind == "code":
+            r["tests"] = len(r["answer"].get("inputs", [0]))
+    return kind, rows
 
 
 def benchmark_rows(name, table, args=None):
@@ -383,7 +383,9 @@ def choice_letter(text):
 
 
 def prompt_text(tok, row, kind, name, args, instruction):
-    if kind == "code" and row["question"].startswith("### Question:"):  # code_prompt's: the format is in it
+    if "instruction" in row and args.instruction == "auto":  # a run's held-out row: the prompt it was trained on
+        return delta.prompt_text(tok, row["question"], row["instruction"])
+    if kind == "code" and str(row["question"]).startswith("### Question:"):  # code_prompt's: the format is in it
         return delta.prompt_text(tok, row["question"], "")
     if kind == "choice":
         return delta.prompt_text(tok, row["question"], "")
@@ -395,18 +397,36 @@ def prompt_text(tok, row, kind, name, args, instruction):
     return delta.prompt_text(tok, row["question"], instruction)
 
 
-def trained_instruction(model):
-    """The instruction a delta.py model folder was trained with; the \\boxed{} request otherwise."""
+def trained_prompt(model):
+    """The prompt settings a delta.py model folder was trained with ({} for any other model)."""
     path = os.path.join(model, delta.PROMPT_FILE)
-    if os.path.isfile(path):
-        return json.load(open(path))["instruction"]
-    return delta.PROMPT_INSTRUCTION
+    return json.load(open(path)) if os.path.isfile(path) else {}
+
+
+def answer_format(args, trained, rows):
+    """--answer_format, or with auto: the rows' own (a run's held-out rows), the model's training format, what the
+    prompts ask for, else the box."""
+    if args.answer_format != "auto":
+        return args.answer_format
+    own = rows[0].get("answer_format") if rows else None
+    asked = next(filter(None, (rewards.asked_format(r["question"]) for r in rows[:100])), None)
+    return own or trained.get("answer_format") or asked or "boxed"
+
+
+def math_instruction(args, trained, fmt, rows):
+    """--instruction, or with auto: the model's training instruction, else the answer format's request unless the
+    prompts make one (a run's held-out rows carry their own, read by prompt_text)."""
+    if args.instruction != "auto":
+        return args.instruction
+    if "instruction" in trained:
+        return trained["instruction"]
+    return "" if any(rewards.asked_format(r["question"]) for r in rows[:100]) else rewards.ANSWER_FORMATS[fmt]
 
 
 # =====================================================================================
 # Sampling and grading
 # =====================================================================================
-def sample_benchmark(sampler, rows, kind, args, instruction, name="data"):
+def sample_benchmark(sampler, rows, kind, args, instruction, name="data", fmt="boxed"):
     """n samples for every row with delta.py's sampler (HF generate or vLLM); (problem, sample) pairs are
     sharded over ranks, records gathered on every rank."""
     rank, world = (dist.get_rank(), dist.get_world_size()) if dist.is_initialized() else (0, 1)
@@ -417,7 +437,7 @@ def sample_benchmark(sampler, rows, kind, args, instruction, name="data"):
     records = []
     if mine:
         texts = delta.decode_responses(tok, batch)
-        verdicts, extracted = grade(texts, [rows[p] for p, _ in mine], kind, name, args)
+        verdicts, extracted = grade(texts, [rows[p] for p, _ in mine], kind, name, args, fmt)
         for (p, s), text, ok, ex, length, trunc in zip(mine, texts, verdicts, extracted, batch["response_mask"].sum(1).tolist(),
                                                        batch["truncated"].tolist()):
             records.append({"benchmark": name, "problem_id": rows[p]["id"], "problem_index": p, "sample": s,
@@ -439,9 +459,10 @@ def code_timeout(rows, name, args):
     return min(cap, max((per_test + 1) * r.get("tests", 1) + 5 for r in rows))
 
 
-def grade(texts, rows, kind, name, args=None):
+def grade(texts, rows, kind, name, args=None, fmt="boxed"):
     """(verdicts, extracted) of responses, each against its row: code sandboxed through rewards.score_batch (the
-    graded block, or a bare completion), math through its verifier, a choice by its letter."""
+    graded block, or a bare completion), math through its verifier (its answer format fmt), a choice by its
+    letter."""
     if kind == "code":
         graded = [code_to_grade(t, r, name, args.lcb_wrap_stdin if args is not None else True) for t, r in zip(texts, rows)]
         verdicts = rewards.score_batch(graded, [r["answer"] for r in rows], "code", timeout=code_timeout(rows, name, args))
@@ -450,7 +471,8 @@ def grade(texts, rows, kind, name, args=None):
     if kind == "choice":
         letters = [choice_letter(t) for t in texts]
         return [float(x is not None and x == r["answer"]) for x, r in zip(letters, rows)], letters
-    return rewards.score_batch(texts, [r["answer"] for r in rows]), [rewards.extract_answer(t) for t in texts]
+    return (rewards.score_batch(texts, [r["answer"] for r in rows], answer_format=fmt),
+            [rewards.extract_answer(t, fmt) for t in texts])
 
 
 def markdown_table(model_name, results, n):
@@ -483,8 +505,12 @@ def validate(args):
         raise delta.ArgumentError("--n_samples, --max_new_tokens and --gen_max_tokens must be >= 1 and --temperature >= 0")
     if args.prompt_style not in ("train", "matharena"):
         raise delta.ArgumentError(f"--prompt_style {args.prompt_style!r}: use train or matharena")
-    if args.data_schema != "math" and args.data_schema not in CODE_SCHEMAS:
-        raise delta.ArgumentError(f"--data_schema {args.data_schema!r}: use math or one of {', '.join(CODE_SCHEMAS)}")
+    if args.data_schema not in ("auto", "math") and args.data_schema not in CODE_SCHEMAS:
+        raise delta.ArgumentError(f"--data_schema {args.data_schema!r}: use auto, math or one of "
+                                  f"{', '.join(CODE_SCHEMAS)}")
+    if args.answer_format not in ("auto", *rewards.ANSWER_FORMATS):
+        raise delta.ArgumentError(f"--answer_format {args.answer_format!r}: use auto or one of "
+                                  f"{', '.join(rewards.ANSWER_FORMATS)}")
     try:
         lcb_release_files(args.lcb_release)
         for date in filter(None, (args.lcb_start, args.lcb_end)):
@@ -521,10 +547,10 @@ def main(args: EvalArgs):
         local = f"{local}-local" if local in BENCHMARKS else local  # never overwrite a registered benchmark
         table = read_jsonl(args.data) if args.data.endswith(".jsonl") else read_table(args.data)
         try:
-            rows = data_rows(table, args)
-        except KeyError as e:
-            raise delta.ArgumentError(f"--data {args.data}: {e.args[0]} (set --prompt_key/--answer_key)") from None
-        suites.append((local, rows, "math" if args.data_schema == "math" else "code"))
+            kind, rows = data_rows(table, args)
+        except rewards.DataError as e:
+            raise delta.ArgumentError(f"--data {args.data}: {e}") from None
+        suites.append((local, rows, kind))
     suites = [(name, rows[:args.limit] if args.limit else rows, kind) for name, rows, kind in suites]
     empty = [name for name, rows, _ in suites if not rows]
     if empty:
@@ -536,16 +562,19 @@ def main(args: EvalArgs):
     else:
         model, tok = delta.load_model(args.model, device, torch.bfloat16 if bf16 else torch.float32)
         model.eval()
-    instruction = trained_instruction(args.model) if args.instruction == "auto" else args.instruction
-    longest = max(len(tok(prompt_text(tok, r, k, n, args, instruction), add_special_tokens=False).input_ids)
+    trained, math_rows = trained_prompt(args.model), [r for _, rows, k in suites if k == "math" for r in rows]
+    fmt = answer_format(args, trained, math_rows)
+    instruction = math_instruction(args, trained, fmt, math_rows)
+    longest = max(len(delta.encode_prompt(tok, prompt_text(tok, r, k, n, args, instruction)))
                   for n, rows, k in suites for r in rows)
     sampler = delta.make_sampler(sampler_args(args, longest), model, tok, args.model, delta.DDP(world, device, bf16),
                                  rank)
     model_name = args.model_name or "/".join(args.model.rstrip("/").split("/")[-2:])
-    results, samples = {"model": args.model, "config": asdict(args), "instruction": instruction, "benchmarks": {}}, []
+    results, samples = {"model": args.model, "config": asdict(args), "instruction": instruction,
+                        "answer_format": fmt, "benchmarks": {}}, []
     for name, rows, kind in suites:
         t = time.perf_counter()
-        recs = sample_benchmark(sampler, rows, kind, args, instruction, name)
+        recs = sample_benchmark(sampler, rows, kind, args, instruction, name, fmt)
         if rank == 0:  # metrics (maj@n's verifier calls) on one rank only
             results["benchmarks"][name] = summarize(recs, args.n_samples, kind)
             print(f"{name}: avg@{args.n_samples} {100 * results['benchmarks'][name][f'avg@{args.n_samples}']:.2f} "

@@ -1,14 +1,17 @@
 """Verifiers for RL from verifiable rewards: math answers and code. Used by delta.py and eval.py.
 
 The API (a verdict is 1.0 or 0.0, never an exception for anything a model wrote):
-    math_reward(response, gold) -> float          the final boxed answer equals the gold answer
+    math_reward(response, gold, answer_format) -> float   the final answer equals the gold answer
     code_reward(response, tests, timeout, entry_point) -> float   the graded python block passes every test
     run_tests(code, tests, timeout) -> float      the same for code already extracted
-    score_batch(responses, golds, kind="math" | "code", timeout, workers, stats) -> list[float]
+    score_batch(responses, golds, kind="math" | "code", timeout, workers, stats, answer_format) -> list[float]
                                                   many at once, in worker processes, a deadline per item
 The parts they are made of, public too:
-    extract_answer(response) -> str | None        the last \\boxed{...} after the last </think>
-    final_answers(response) -> list[str]          what is graded: the last box, or a final run of boxes
+    ANSWER_FORMATS                                where a math answer is stated: boxed (default), answer_line
+                                                  (DAPO-Math's `Answer: X`), last_number; each with its instruction
+    extract_answer(response, answer_format) -> str | None   the final answer, e.g. the last \\boxed{...}
+    final_answers(response, answer_format) -> list[str]     what is graded: the last box, or a final run of boxes
+    asked_format(prompt) -> str | None            the format a prompt's own text asks for
     extract_code(response, entry_point) -> str | None   the fenced python block that is graded
     stdout_matches(got, expected), value_matches(got, expected) -> bool   how results are compared
     lcb_stdout_matches(got, expected) -> bool     LiveCodeBench's rule (a spec's "compare": "lcb")
@@ -17,12 +20,13 @@ The parts they are made of, public too:
 Code datasets (section 4), rows as people store them -> the specs above:
     code_specs(rows, schema) -> list[dict]        every row's spec, checked first; CODE_SCHEMAS lists the layouts
     code_rows(rows, schema) -> [(prompt, spec)]   the same with each row's prompt in code_prompt's convention
+    dataset_rows(rows, prompt_key, answer_key) -> (kind, rows)   any dataset's rows, math or code, read once
     spec_deepcoder, spec_primeintellect, spec_apps, spec_livecodebench, spec_jsonl   one reader per layout
     code_prompt(question, starter_code, fn_name) -> str   LiveCodeBench's prompt convention
     get_field(row, "reward_model.ground_truth")   a nested column by a dotted key
     lcb_private_tests, pickled_str                LiveCodeBench's encoded tests, read without unpickling
     lcb_in_window, lcb_release_files              LiveCodeBench's date window and release files
-    CodeSpecError                                 a row whose tests cannot be graded (the message names it)
+    DataError, CodeSpecError                      a row that cannot be read, or whose tests cannot be graded
 
 Math: the project's exact rules, then math-verify's verdict minus named vetoes, in docs/verifier.md's order.
 Model text is never executed: LaTeX goes through math-verify's parser and the project's own readers, never
@@ -57,7 +61,8 @@ __all__ = ["math_reward", "code_reward", "run_tests", "score_batch", "extract_an
            "HARNESS_IMPORTS", "STARTUP_TIMEOUT", "code_specs", "code_rows", "CODE_SCHEMAS", "spec_deepcoder",
            "spec_primeintellect", "spec_apps", "spec_livecodebench", "spec_jsonl", "code_prompt", "get_field",
            "lcb_private_tests",
-           "pickled_str", "lcb_in_window", "lcb_release_files", "CodeSpecError"]  # and SandboxError, which loads
+           "pickled_str", "lcb_in_window", "lcb_release_files", "CodeSpecError", "DataError", "dataset_rows",
+           "asked_format", "ANSWER_FORMATS"]  # and SandboxError, which loads
 # sandbox.py (a copy of rewards.py without it still grades math)
 MATH_TIMEOUT = 5.0  # seconds of wall clock per math item, parsing and sympy included
 CODE_TIMEOUT = 10.0  # seconds per code item, all its tests together
@@ -66,9 +71,10 @@ CODE_TIMEOUT = 10.0  # seconds per code item, all its tests together
 # =====================================================================================
 # 1. The API
 # =====================================================================================
-def math_reward(response, gold):
-    """1.0 if the final boxed answer of `response` equals `gold` (docs/verifier.md), else 0.0."""
-    return score_batch([response], [gold], "math", workers=1)[0]
+def math_reward(response, gold, answer_format="boxed"):
+    """1.0 if the final answer of `response` (ANSWER_FORMATS: the last box by default) equals `gold`
+    (docs/verifier.md), else 0.0."""
+    return score_batch([response], [gold], "math", workers=1, answer_format=answer_format)[0]
 
 
 def code_reward(response, tests, timeout=CODE_TIMEOUT, entry_point=None):
@@ -96,22 +102,25 @@ def run_tests(code, tests, timeout=CODE_TIMEOUT):
     return _grade(code, _check_spec(tests), timeout)
 
 
-def score_batch(responses, golds, kind="math", timeout=None, workers=None, stats=None):
+def score_batch(responses, golds, kind="math", timeout=None, workers=None, stats=None, answer_format="boxed"):
     """Verdicts (1.0 / 0.0) for many responses, in parallel worker processes.
 
     golds: gold answers (math) or test specs (code, see code_reward). `timeout` is the wall-clock limit
     of one item (default MATH_TIMEOUT, or CODE_TIMEOUT for the sandboxed program, whose worker gets
-    5 s more to clean up). Pass a dict as `stats` to receive the number of `timeouts` and `errors`.
+    5 s more to clean up). answer_format: where a math response states its answer (ANSWER_FORMATS).
+    Pass a dict as `stats` to receive the number of `timeouts` and `errors`.
     """
     if kind not in ("math", "code"):
         raise ValueError(f"kind must be 'math' or 'code', got {kind!r}")
+    if answer_format not in ANSWER_FORMATS:
+        raise ValueError(f"answer_format must be one of {', '.join(ANSWER_FORMATS)}, got {answer_format!r}")
     if len(responses) != len(golds):
         raise ValueError(f"{len(responses)} responses but {len(golds)} golds")
     if kind == "code":
         golds = [_check_spec(g) for g in golds]
         _sandbox()  # here, not in every worker: a copy without sandbox.py says so at once
     limit = timeout or (MATH_TIMEOUT if kind == "math" else CODE_TIMEOUT)
-    items = [(r, g) if kind == "math" else (r, g, limit) for r, g in zip(responses, golds)]
+    items = [(r, g, answer_format) if kind == "math" else (r, g, limit) for r, g in zip(responses, golds)]
     results, errors, timeouts = _schedule(kind, items, limit + (0.0 if kind == "math" else 5.0),
                                           workers or max(1, min(4, os.cpu_count() or 1)))
     if stats is not None:
@@ -132,9 +141,42 @@ def score_batch(responses, golds, kind="math", timeout=None, workers=None, stats
 _BOX = re.compile(r"\\(?:boxed|fbox)\b")
 
 
-def extract_answer(response):
-    """The last brace-matched \\boxed{...} (or \\fbox{...}, or `\\boxed x`) after the last </think>.
-    None when it is missing, empty or unclosed."""
+ANSWER_FORMATS = {  # where a response states its final answer -> the instruction that asks for it
+    "boxed": "Put the final answer in \\boxed{}.",  # the paper's; MATH, DeepMath
+    "answer_line": "End your response with a line of the form 'Answer: X', where X is the final answer.",  # DAPO-Math
+    "last_number": "Give the answer as a number at the end of your response.",  # small models' arithmetic
+}
+# A prompt that already asks for a format (DAPO-Math-17k's own text asks for an `Answer:` line) needs no instruction.
+_ASKS = {"answer_line": re.compile(r"(?i)\b(?:form|after|with)\W{0,3}answer\s*:"),
+         "boxed": re.compile(r"\\boxed")}
+_NUMBER = re.compile(r"(?<![\w.])[-+]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:\s*/\s*\d+)?(?!\w)")
+_ANSWER_LINE = re.compile(r"(?i)\banswer\s*\**\s*[:：]\**[ \t]*([^\n]*)")  # as DAPO's: the last `Answer:`, its line
+
+
+def asked_format(prompt):
+    """The answer format a prompt's own text asks for (a string, or a list of chat messages), or None."""
+    text = prompt if isinstance(prompt, str) else " ".join(str(m.get("content", "")) for m in prompt)
+    return next((fmt for fmt, pattern in _ASKS.items() if pattern.search(text)), None)
+
+
+def _after_think(response):
+    return response.rsplit("</think>", 1)[-1] if isinstance(response, str) else ""
+
+
+def extract_answer(response, answer_format="boxed"):
+    """The final answer of `response` after the last </think>, or None (missing, empty or unclosed). boxed: the last
+    brace-matched \\boxed{...} (or \\fbox{...}, or `\\boxed x`); answer_line: the rest of the last line that
+    follows the last `Answer:` (a box in it: the box's content; as DAPO's verifier reads it); last_number: the last number
+    (an integer, decimal or fraction, thousands separators dropped)."""
+    if answer_format == "answer_line":
+        lines = _ANSWER_LINE.findall(_after_think(response))
+        answer = lines[-1].strip() if lines else ""
+        boxes = _boxes(answer)
+        answer = boxes[-1][0] if boxes else answer.strip("$ ").rstrip(".").strip("$ ")
+        return answer or None
+    if answer_format == "last_number":
+        numbers = _NUMBER.findall(_after_think(response))
+        return re.sub(r"[,\s]", "", numbers[-1]).lstrip("+") if numbers else None
     boxes = _boxes(response)
     return boxes[-1][0] if boxes else None
 
@@ -142,11 +184,14 @@ def extract_answer(response):
 _MINERVA = re.compile(r"[Ff]inal [Aa]nswer:?\s*(?:[Tt]he final answer is\s*)?\$([^$]+)\$")
 
 
-def final_answers(response):
-    """The answers to grade: the last box (or a Minerva-style `Final Answer: The final answer is $X$`
+def final_answers(response, answer_format="boxed"):
+    """The answers to grade. boxed: the last box (or a Minerva-style `Final Answer: The final answer is $X$`
     after it), and, when the final answer is a run of boxes joined by short phrases (`\\boxed{-2} and
     \\boxed{1}`, `\\boxed{(3, 3)} for part (a) and \\boxed{(1, 1)}`: at most 60 characters and 4 words
-    between boxes, no blank line), the run joined as one list."""
+    between boxes, no blank line), the run joined as one list. Other formats: extract_answer's one answer."""
+    if answer_format != "boxed":
+        answer = extract_answer(response, answer_format)
+        return [answer] if answer is not None else []
     boxes = _boxes(response)
     tail = response[boxes[-1][2]:] if boxes else response if isinstance(response, str) else ""
     minerva = _MINERVA.search(tail.rsplit("</think>", 1)[-1])
@@ -721,13 +766,13 @@ def _gold_text(gold):
     return answers[-1] if answers else gold
 
 
-def _math_check(response, gold):
+def _math_check(response, gold, answer_format="boxed"):
     """Runs in a worker: 1.0 or 0.0, never raises. The project's exact ladder, then math-verify's verdict
-    minus the vetoes, for the last box and for a final run of boxes."""
+    minus the vetoes, for the final answer (boxed: the last box and a final run of boxes)."""
     try:
         gold_text = _gold_text(gold)
         raw_gold = gold_text if isinstance(gold, (int, float)) else str(gold)
-        for pred in final_answers(response):
+        for pred in final_answers(response, answer_format):
             if _too_complex(pred):  # no parser gets it: the strings decide
                 if _clean(pred) == _clean(gold_text):
                     return 1.0
@@ -966,7 +1011,11 @@ def __getattr__(name):
 #   {"assert": test source, "setup": code run first, "entry_point": name}      assert tests
 
 
-class CodeSpecError(ValueError):
+class DataError(ValueError):
+    """A dataset row that cannot be read or graded; the message names the row and what to change."""
+
+
+class CodeSpecError(DataError):
     """A dataset row whose tests cannot be graded; the message names the row."""
 
 
@@ -1243,6 +1292,66 @@ def code_rows(rows, schema, question=None, spec_key="tests"):
     column, starter = question or layout["question"], layout["starter"]
     return [(code_prompt(str(get_field(r, column)), (r.get(starter) or "") if starter else "",
                          spec.get("fn_name") if "inputs" in spec else None), spec) for r, spec in zip(rows, specs)]
+
+
+LAYOUT_COLUMNS = {"public_test_cases": "livecodebench", "verification_info": "primeintellect", "input_output": "apps",
+                  "tests": "deepcoder"}  # a column that names a code dataset's layout (CODE_SCHEMAS)
+
+
+def dataset_rows(rows, prompt_key="question", answer_key="final_answer", schema="auto"):
+    """A dataset's rows as (kind, [{"question", "answer"[, "solution"]}]): the one reading of rows that delta.py
+    (training) and eval.py (--data) share, every row checked before any work (DataError names the first bad one).
+
+    kind "code": schema names a layout of CODE_SCHEMAS, or auto finds one by its columns (LAYOUT_COLUMNS); the
+      question is in code_prompt's convention (prompt_key, if not "question", names the question's column) and the
+      answer is the row's test spec. kind "math": question from prompt_key, the gold answer from answer_key (dotted
+      keys read nested columns). A question is text or, as DAPO-Math-17k and verl's parquet store it, a list of chat
+      messages ({"role", "content"}), kept as messages. Rows that delta.py wrote (held_out.jsonl: a "reward" column)
+      are read as written: the same prompt and spec the model was trained on, never re-wrapped."""
+    rows = list(rows)
+    columns = set(rows[0]) if rows else set()
+    if schema == "auto" and {"question", "answer", "reward"} <= columns:  # delta.py's held_out.jsonl
+        out = []
+        for i, r in enumerate(rows):
+            if r["reward"] not in ("math", "code") or r["reward"] != rows[0]["reward"]:
+                raise DataError(f"row {i}: reward {r['reward']!r}; held-out rows are all math or all code")
+            try:
+                answer = _check_spec(r["answer"]) if r["reward"] == "code" else r["answer"]
+            except ValueError as e:
+                raise CodeSpecError(f"row {i}: {e}") from None
+            out.append(dict({k: r[k] for k in ("answer_format", "instruction") if k in r},  # how it was trained
+                            question=_question(r["question"], i, "question"), answer=answer))
+        return rows[0]["reward"], out
+    if schema == "auto":
+        schema = next((name for column, name in LAYOUT_COLUMNS.items() if column in columns), "math")
+    if schema != "math":
+        pairs = code_rows(rows, schema, None if prompt_key == "question" else prompt_key, answer_key)
+        return "code", [{"question": prompt, "answer": spec} for prompt, spec in pairs]
+    out = []
+    for i, r in enumerate(rows):
+        try:
+            row = {"question": _question(get_field(r, prompt_key), i, prompt_key), "answer": get_field(r, answer_key)}
+        except KeyError as e:
+            raise DataError(f"row {i}: {e.args[0]}; the columns are {sorted(r)} (set --prompt_key/--answer_key; a "
+                            "dotted key reads a nested column)") from None
+        if "solution" in r:  # a worked solution: the tiny default's supervised warm start reads it
+            row["solution"] = r["solution"]
+        out.append(row)
+    return "math", out
+
+
+def _question(value, i, key):
+    """A prompt column's value as text or as chat messages (a JSON string of a message list is read as one)."""
+    if isinstance(value, str) and value.lstrip().startswith("[{"):
+        with contextlib.suppress(ValueError):
+            value = json.loads(value)
+    if isinstance(value, str):
+        return value
+    if isinstance(value, (list, tuple)) and value and all(isinstance(m, dict) and isinstance(m.get("content"), str)
+                                                          and m.get("role") for m in value):
+        return [{"role": m["role"], "content": m["content"]} for m in value]
+    raise DataError(f"row {i}: column {key!r} holds {type(value).__name__} {str(value)[:80]!r}, neither text nor a "
+                    "list of chat messages with role and content")
 
 
 def lcb_in_window(row, start=None, end=None):

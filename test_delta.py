@@ -874,7 +874,7 @@ def test_end_to_end_runs_changes_weights_and_resumes_exactly(tmp_path):
     assert sorted(os.listdir(a)) == ["args.json", "checkpoint-2", "checkpoint-4", "final", "held_out.jsonl", "metrics.jsonl",
                                      "tiny-init"]
     held_out = [json.loads(line) for line in open(os.path.join(a, "held_out.jsonl"))]
-    assert len(held_out) == 16 and set(held_out[0]) == {"question", "answer"}
+    assert len(held_out) == 16 and set(held_out[0]) == {"question", "answer", "reward", "answer_format", "instruction"}
     for folder in ("final", "checkpoint-4"):  # the prompt settings travel with every model folder
         assert json.load(open(os.path.join(a, folder, delta.PROMPT_FILE)))["instruction"] == ""
 
@@ -1031,15 +1031,16 @@ def test_local_dataset_and_model_path_like_a_user(tiny, tmp_path):
     out = str(tmp_path / "user")
     p = run_delta("--model", tiny, "--dataset", str(data), "--prompt_key", "problem", "--answer_key", "gold",
                   "--eval_size", "8", "--max_steps", "1", "--output_dir", out, "--max_prompt_length", "128",
-                  *FAST[:8], "--progress", "false")
+                  *FAST[:8], "--max_new_tokens", "48", "--progress", "false")
     assert p.returncode == 0, p.stderr[-3000:]
     assert json.load(open(os.path.join(out, "args.json")))["instruction"] == delta.PROMPT_INSTRUCTION
     assert [r["step"] for r in read_metrics(out) if "reward/mean" in r] == [1]
-    bad = run_delta("--model", tiny, "--dataset", str(data), "--prompt_key", "question", "--output_dir", out + "2")
+    bad = run_delta("--model", tiny, "--dataset", str(data), "--prompt_key", "question", "--output_dir", out + "2",
+                    "--max_new_tokens", "48")
     assert bad.returncode != 0 and "no field 'question'" in bad.stderr
-    assert "columns are ['problem', 'gold']" in bad.stderr
+    assert "columns are ['gold', 'problem']" in bad.stderr
     again = run_delta("--model", tiny, "--dataset", str(data), "--prompt_key", "problem", "--answer_key", "gold",
-                      "--output_dir", out)  # would overwrite: refused
+                      "--output_dir", out, "--max_new_tokens", "48", "--eval_size", "8")  # would overwrite: refused
     assert again.returncode != 0 and "pass --resume" in again.stderr
     assert [r["step"] for r in read_metrics(out) if "reward/mean" in r] == [1]
 
@@ -1050,6 +1051,124 @@ def test_plain_template_without_chat_template(tiny):
     assert delta.prompt_text(tok, "1+1=?", delta.PROMPT_INSTRUCTION) == ("Question: 1+1=?\n" + delta.PROMPT_INSTRUCTION +
                                                                        "\nAnswer: ")
     assert delta.prompt_text(tok, "1+1=?") == "Question: 1+1=?\nAnswer: "
+
+
+# ------------------------------------------------------------------------------------- a first real run
+def _rows(path, rows):
+    with open(path, "w") as f:
+        f.writelines(json.dumps(r) + "\n" for r in rows)
+    return str(path)
+
+
+def test_a_dataset_without_solutions_needs_a_model_and_is_refused_before_work(tmp_path):
+    """The README's `python delta.py --dataset rows.jsonl`: the tiny default warm-starts on worked solutions; rows
+    without them are refused at once, naming --model, before anything is built or written."""
+    data = _rows(tmp_path / "rows.jsonl", [{"question": f"{a}+{a}=?", "final_answer": str(2 * a)} for a in range(40)])
+    out = str(tmp_path / "run")
+    p = run_delta("--dataset", data, "--eval_size", "8", "--max_new_tokens", "32", "--output_dir", out)
+    assert p.returncode != 0 and "pass --model" in p.stderr and "'solution'" in p.stderr, p.stderr[-2000:]
+    assert not os.path.exists(out)
+    p = run_delta("--dataset", data, "--output_dir", out)  # and a dataset's response limit is the user's to give
+    assert p.returncode != 0 and "set --max_new_tokens" in p.stderr and not os.path.exists(out)
+
+
+def test_chat_message_prompts_and_their_own_answer_format(tiny, tmp_path):
+    """DAPO-Math-17k's layout: the prompt column is a list of chat messages, read as messages (never their Python
+    text), and its own text asks for an `Answer:` line: the answer format becomes answer_line, no instruction is
+    added that contradicts it, and `Answer: 34` scores 1."""
+    import rewards
+    ask = ("Solve the following math problem step by step. The last line of your response should be of the form "
+           "Answer: $Answer (without quotes) where $Answer is the answer to the problem.\n\n{}\n\nRemember to put "
+           "your answer on its own line after \"Answer:\"")
+    rows = [{"data_source": "math_dapo", "prompt": [{"content": ask.format(f"What is {a} + 1?"), "role": "user"}],
+             "ability": "MATH", "reward_model": {"ground_truth": str(a + 1), "style": "rule-lighteval/MATH_v2"},
+             "extra_info": {"index": str(a)}} for a in range(40)]
+    data = _rows(tmp_path / "dapo.jsonl", rows)
+    args = Args(dataset=data, model=tiny, prompt_key="prompt", answer_key="reward_model.ground_truth",
+                max_new_tokens=16, eval_size=8)
+    kind, train_rows, eval_rows = delta.load_task(args)
+    assert kind == "math" and train_rows[0]["question"] == [{"role": "user", "content": rows[8]["prompt"][0]["content"]}]
+    delta.resolve_defaults(args, kind, train_rows)
+    assert (args.answer_format, args.instruction, args.reward) == ("answer_line", "", "math")
+    _, tok = delta.load_model(tiny, torch.device("cpu"))
+    text = delta.prompt_text(tok, train_rows[0]["question"], args.instruction)
+    assert text == tok.apply_chat_template(rows[8]["prompt"], tokenize=False, add_generation_prompt=True)
+    assert "{'content'" not in text and "[{" not in text
+    assert rewards.score_batch(["Step 1: ...\nAnswer: 9", "Answer: 8", "\\boxed{9}"], ["9"] * 3,
+                               answer_format=args.answer_format) == [1.0, 0.0, 0.0]
+    out = str(tmp_path / "run")  # end to end: the run records the format, eval.py will grade as trained
+    p = run_delta("--model", tiny, "--dataset", data, "--prompt_key", "prompt", "--answer_key",
+                  "reward_model.ground_truth", "--max_new_tokens", "16", "--overlong_buffer", "4", "--eval_size", "8",
+                  "--max_steps", "1", "--output_dir", out, *FAST[:8], "--progress", "false")
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert "answers: answer_line" in p.stderr
+    held = [json.loads(line) for line in open(os.path.join(out, "held_out.jsonl"))]
+    assert held[0]["question"] == rows[0]["prompt"] and held[0]["answer_format"] == "answer_line"
+
+
+def test_a_code_datasets_prompt_limit_is_derived_from_its_prompts(tiny, tmp_path):
+    """Code prompts in LiveCodeBench's convention run to hundreds of tokens: --max_prompt_length 0 (the default)
+    becomes the longest prompt, so none is dropped; a limit given that leaves too few is refused naming the flag."""
+    from conftest import lcb_row_1873a
+    data = _rows(tmp_path / "lcb.jsonl", [dict(lcb_row_1873a(), question_id=f"q{i}") for i in range(12)])
+    common = ["--model", tiny, "--dataset", data, "--eval_size", "4", "--prompts_per_step", "4", "--group_size", "2",
+              "--mini_batch_prompts", "4", "--max_new_tokens", "8", "--overlong_buffer", "2", "--max_steps", "1",
+              "--eval_every", "0", "--progress", "false"]
+    p = run_delta(*common, "--output_dir", str(tmp_path / "run"))
+    assert p.returncode == 0, p.stderr[-3000:]
+    saved = json.load(open(tmp_path / "run" / "args.json"))
+    _, tok = delta.load_model(tiny, torch.device("cpu"))
+    longest = len(delta.encode_prompt(tok, delta.prompt_text(tok, delta.load_rows(data, "train", Args())[1][0][
+        "question"])))
+    assert saved["max_prompt_length"] == longest > 64 and saved["reward"] == "code"
+    p = run_delta(*common, "--output_dir", str(tmp_path / "short"), "--max_prompt_length", "64")
+    assert p.returncode != 0 and "raise --max_prompt_length" in p.stderr and f"{longest} tokens" in p.stderr
+
+
+def _bos_tokenizer(chat_template=None):
+    """A character tokenizer with a BOS that its post-processor adds (as Llama's and Gemma's do)."""
+    from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, processors
+    from transformers import PreTrainedTokenizerFast
+    vocab = {t: i for i, t in enumerate(["<|endoftext|>", "<unk>", "<s>", *delta.TINY_CHARS])}
+    core = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
+    core.pre_tokenizer = pre_tokenizers.Split(Regex(r"[\s\S]"), behavior="isolated")
+    core.decoder = decoders.Fuse()
+    core.post_processor = processors.TemplateProcessing(single="<s> $A", special_tokens=[("<s>", 2)])
+    tok = PreTrainedTokenizerFast(tokenizer_object=core, bos_token="<s>", eos_token="<|endoftext|>",
+                                  pad_token="<|endoftext|>", unk_token="<unk>", padding_side="left")
+    tok.chat_template = chat_template
+    return tok, 2
+
+
+def test_bos_is_added_where_the_tokenizer_or_its_template_asks(tiny):
+    """A base model without a chat template is prompted with the BOS its tokenizer adds; a template that writes its
+    own BOS gets it once; a tokenizer without BOS (Qwen, the tiny default) gets none. The warm start's packed
+    prompts and the sampler's use the same rule (delta.encode_prompt)."""
+    tok, bos = _bos_tokenizer()
+    plain = delta.prompt_text(tok, "1+1=?")
+    assert tok(plain).input_ids[0] == bos  # the tokenizer's own rule
+    ids = delta.pack(tok, [plain], ["2"], "cpu")["input_ids"][0].tolist()
+    assert ids[0] == bos and ids[1:len(plain) + 1] == tok(plain, add_special_tokens=False).input_ids
+    templ, bos = _bos_tokenizer("{{ bos_token }}{% for m in messages %}{{ m['content'] }}{% endfor %}")
+    ids = delta.pack(templ, [delta.prompt_text(templ, "1+1=?")], ["2"], "cpu")["input_ids"][0].tolist()
+    assert ids.count(bos) == 1 and ids[0] == bos
+    _, qwen_like = delta.load_model(tiny, torch.device("cpu"))  # no BOS token at all
+    text = delta.prompt_text(qwen_like, "1+1=?")
+    assert delta.encode_prompt(qwen_like, text) == qwen_like(text, add_special_tokens=False).input_ids
+    assert delta.encode_prompt(tok, plain)[0] == bos
+
+
+def test_a_model_that_never_states_an_answer_is_told_so(tiny, capsys):
+    """A real instruct model asked for \\boxed{} that never boxes gets 0 reward everywhere: the step-0 evaluation
+    says so, naming the flags, and logs the share of responses that state an answer (eval/answered)."""
+    run = make_run(tiny, eval_size=8)
+    run.eval_rows = delta.addition_task(0, 8)[1]
+    out = delta.evaluation(run, 0)  # the untrained tiny model writes no box
+    assert out["eval/answered"] == 0.0 and out["eval/accuracy"] == 0.0
+    err = capsys.readouterr().err
+    assert "states an answer" in err and "--answer_format" in err
+    run.args.answer_format = "last_number"  # whatever it writes, digits are likely somewhere in 64 characters
+    assert "eval/answered" in delta.evaluation(run, 1)
 
 
 def test_core_functions_are_copyable_pure_torch():
@@ -1132,22 +1251,24 @@ def test_datasets_of_code_and_nested_math_columns_load_as_rows(tmp_path):
     from conftest import lcb_row_1873a
     code = tmp_path / "lcb.jsonl"
     code.write_text(json.dumps(lcb_row_1873a()) + "\n" + json.dumps(dict(lcb_row_1873a(), question_id="x2")) + "\n")
-    rows = delta.load_rows(str(code), "train", "question", "final_answer")
-    assert len(rows) == 2 and delta.reward_kind(Args(), rows) == "code"
+    kind, rows = delta.load_rows(str(code), "train", Args())
+    assert len(rows) == 2 and kind == "code" and delta.reward_kind(Args(), rows) == "code"
     assert rows[0]["answer"]["inputs"] and "Read the inputs from stdin" in rows[0]["question"]
     broken = tmp_path / "broken.jsonl"
     broken.write_text(json.dumps(lcb_row_1873a()) + "\n" + json.dumps(dict(lcb_row_1873a(), question_id="bad",
                                                                             public_test_cases="[]",
                                                                             private_test_cases="")) + "\n")
     with pytest.raises(delta.ArgumentError, match=r"row 1 \(bad\)"):
-        delta.load_rows(str(broken), "train", "question", "final_answer")
-    p = run_delta("--dataset", str(broken), "--output_dir", str(tmp_path / "run"), "--max_steps", "1")
+        delta.load_rows(str(broken), "train", Args())
+    p = run_delta("--dataset", str(broken), "--output_dir", str(tmp_path / "run"), "--max_steps", "1",
+                  "--max_new_tokens", "32")
     assert p.returncode != 0 and "row 1 (bad)" in p.stderr and not os.path.exists(tmp_path / "run")
     nested = tmp_path / "dapo.jsonl"  # DAPO-Math-17k's and verl's layout
     nested.write_text(json.dumps({"prompt": [{"role": "user", "content": "1+1?"}],
                                   "reward_model": {"ground_truth": "2", "style": "rule"}}) + "\n")
-    rows = delta.load_rows(str(nested), "train", "prompt.0.content", "reward_model.ground_truth")
-    assert rows == [{"question": "1+1?", "answer": "2"}] and delta.reward_kind(Args(), rows) == "math"
+    kind, rows = delta.load_rows(str(nested), "train", Args(prompt_key="prompt.0.content",
+                                                           answer_key="reward_model.ground_truth"))
+    assert rows == [{"question": "1+1?", "answer": "2"}] and kind == "math"
 
 
 @pytest.mark.slow
@@ -1255,6 +1376,35 @@ def test_each_backbone_runs_delta_py_and_resumes_exactly(backbones, family, tmp_
     a = delta.load_model(os.path.join(whole, "final"), torch.device("cpu"))[0].state_dict()
     b = delta.load_model(os.path.join(cut, "final"), torch.device("cpu"))[0].state_dict()
     assert all(torch.equal(a[k], b[k]) for k in a)
+
+
+@pytest.mark.parametrize("router_logits", [True, False])
+def test_an_moes_load_balancing_loss_is_added_when_its_config_asks(tmp_path, router_logits):
+    """A Qwen3-MoE config with output_router_logits: the update minimises the policy loss plus the config's
+    router_aux_loss_coef times HF's own load-balancing loss (model(...).aux_loss over the micro-batch's tokens); a
+    config that does not ask for router logits trains on the policy loss alone. One SGD step against autograd."""
+    path = str(tmp_path / "moe")
+    delta.build_tiny(path, model_type="qwen3_moe", num_experts=4, num_experts_per_tok=2, moe_intermediate_size=64,
+                     output_router_logits=router_logits, router_aux_loss_coef=0.5)
+    run, batch, adv, packed, plans = fixed_rollout(path, n_prompts=2, max_grad_norm=1e9)
+    assert len(plans) == 1 and len(plans[0]) == 1  # one optimizer step of one micro-batch
+    lam = lam_of(run, batch, adv, packed)
+    reference = __import__("copy").deepcopy(run.model)
+    run.optimizer = torch.optim.SGD(run.model.parameters(), lr=0.1)
+    out = delta.update(run, batch, adv, lam, plans)
+    rows = plans[0][0]  # the micro-batch's rows, longest last
+    ids, am, R = delta.micro_batch(batch, rows)
+    reference.train()
+    logp = delta.response_logprobs(reference, ids, am, R, run.args.temperature)[0]
+    mask = batch["response_mask"][rows, :R]
+    loss = policy_loss(logp, batch["old_logp"][rows, :R], adv[rows], mask, lam[rows, :R], num_tokens=mask.sum())[0]
+    position = (am.long().cumsum(1) - 1).clamp(min=0)
+    aux = reference(input_ids=ids, attention_mask=am.long(), position_ids=position, output_router_logits=True).aux_loss
+    (loss + (0.5 * aux if router_logits else 0.0)).backward()
+    for (name, p), q in zip(reference.named_parameters(), run.model.parameters()):
+        assert torch.allclose(p - 0.1 * p.grad, q, atol=1e-6), name
+    assert ("loss/router" in out) == router_logits and out.get("loss/router", 0.5 * aux.item()) == pytest.approx(
+        0.5 * aux.item(), rel=1e-5)
 
 
 def test_a_family_with_logit_soft_capping_is_refused_before_work(tmp_path):

@@ -422,12 +422,42 @@ def test_data_rows_read_nested_answers_and_code_layouts():
     """--data: a math file with the answer nested as verl stores it, and a code file in a named layout; a missing
     column is named."""
     verl = [{"prompt": "What is 2+2?", "reward_model": {"ground_truth": "4", "style": "rule"}}]
-    rows = evaluation.data_rows(verl, evaluation.EvalArgs(prompt_key="prompt", answer_key="reward_model.ground_truth"))
-    assert rows == [{"id": 0, "question": "What is 2+2?", "answer": "4"}]
+    kind, rows = evaluation.data_rows(verl, evaluation.EvalArgs(prompt_key="prompt",
+                                                                answer_key="reward_model.ground_truth"))
+    assert kind == "math" and rows == [{"id": 0, "question": "What is 2+2?", "answer": "4"}]
     code = [{"question": "Add.", "tests": {"fn_name": "add", "inputs": [[1, 2]], "outputs": [3]}}]
-    rows = evaluation.data_rows(code, evaluation.EvalArgs(data_schema="jsonl", answer_key="tests"))
-    assert rows[0]["answer"] == code[0]["tests"] and "`add`" in rows[0]["question"] and rows[0]["tests"] == 1
+    kind, rows = evaluation.data_rows(code, evaluation.EvalArgs(data_schema="jsonl", answer_key="tests"))
+    assert kind == "code" and rows[0]["answer"] == code[0]["tests"] and "`add`" in rows[0]["question"]
+    assert rows[0]["tests"] == 1
     apps = [{"question": "Echo.", "starter_code": "", "input_output": json.dumps({"inputs": ["1\n"], "outputs": ["1\n"]})}]
-    assert rewards.LCB_STDIN in evaluation.data_rows(apps, evaluation.EvalArgs(data_schema="apps"))[0]["question"]
-    with pytest.raises(KeyError, match="no field 'reward_model.answer'"):
+    assert rewards.LCB_STDIN in evaluation.data_rows(apps, evaluation.EvalArgs())[1][0]["question"]  # auto: APPS
+    with pytest.raises(rewards.DataError, match="no field 'reward_model.answer'"):
         evaluation.data_rows(verl, evaluation.EvalArgs(prompt_key="prompt", answer_key="reward_model.answer"))
+
+
+def test_a_code_runs_held_out_set_is_graded_as_code_with_its_training_prompt(tmp_path):
+    """The README's pattern on a code run: eval.py --data runs/<run>/held_out.jsonl reads the rows as the run wrote
+    them: code, graded in the sandbox (the held-out functions' own solutions score 1), with the prompt the model was
+    trained on, never re-wrapped in LiveCodeBench's layout."""
+    out = str(tmp_path / "code")
+    p = subprocess.run([sys.executable, "delta.py", "--task", "code", "--warm_start_only", "--sft_max_steps", "10",
+                        "--eval_size", "8", "--output_dir", out, "--progress", "false"], cwd=ROOT,
+                       env=dict(os.environ, OMP_NUM_THREADS="2", PYTHONWARNINGS="ignore"), capture_output=True,
+                       text=True, timeout=900)
+    assert p.returncode == 0, p.stderr[-3000:]
+    held = evaluation.read_jsonl(os.path.join(out, "held_out.jsonl"))
+    kind, rows = evaluation.data_rows(held, evaluation.EvalArgs())
+    assert kind == "code" and [r["question"] for r in rows] == [r["question"] for r in held]
+    _, tok = delta.load_model(os.path.join(out, "final"), torch.device("cpu"))
+    args = evaluation.EvalArgs()
+    trained = delta.prompt_text(tok, held[0]["question"], held[0]["instruction"])
+    assert evaluation.prompt_text(tok, rows[0], kind, "held_out", args, "Box it.") == trained
+    solutions = [r["solution"] for r in delta.code_task(0, 8)[1]]  # the embedded task's own held-out functions
+    assert [r["question"] for r in delta.code_task(0, 8)[1]] == [r["question"] for r in held]
+    verdicts, _ = evaluation.grade(solutions, rows, kind, "held_out", args)
+    assert verdicts == [1.0] * 8
+    p = run_eval(os.path.join(out, "final"), os.path.join(out, "held_out.jsonl"), str(tmp_path / "ev"), "-n", "1",
+                 "--temperature", "0")
+    assert p.returncode == 0, p.stderr[-3000:]
+    held_out = json.load(open(tmp_path / "ev" / "results.json"))["benchmarks"]["held_out"]
+    assert held_out["num_problems"] == 8 and "maj@1" not in held_out  # graded as code: no vote on final answers

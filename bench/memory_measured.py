@@ -109,6 +109,11 @@ SHAPES = {  # a randomly initialised Qwen3 (config) and delta.py's arguments; re
                   num_key_value_heads=2, head_dim=32, vocab_size=2048),
              dict(prompts_per_step=4, group_size=4, mini_batch_prompts=4, max_new_tokens=320, head_chunk_tokens=1024,
                   gen_max_tokens=8192, feature_chunk_tokens=2048, max_tokens_per_micro_batch=2 * 339)),
+    # a real model's folder (compare(..., model=path): SmolLM2-135M-Instruct in test_real.py): its own responses,
+    # which end at its stop token, at a rollout temperature where the 135 M model stays coherent
+    "real": (None, dict(prompts_per_step=4, group_size=4, mini_batch_prompts=4, max_new_tokens=48,
+                        head_chunk_tokens=256, gen_max_tokens=4096, feature_chunk_tokens=512, temperature=0.7,
+                        max_tokens_per_micro_batch=4 * 100)),
 }
 PROMPT = "Q: {}+{}=?\nA: "  # every prompt the same length: 19 characters
 
@@ -182,13 +187,15 @@ def worker(rank, world, tmp, path, args, out):
         dist.destroy_process_group()
 
 
-def compare(name, fsdp, world=2, tmp=None):
-    """Measured and estimated peaks of each phase (bytes, rank 0) for one shape and engine."""
+def compare(name, fsdp, world=2, tmp=None, model=None):
+    """Measured and estimated peaks of each phase (bytes, rank 0) for one shape and engine; `model`: a model folder
+    in place of the shape's randomly initialised Qwen3."""
     config, settings = SHAPES[name]
     tmp = tmp or tempfile.mkdtemp(prefix="memory_measured-")
-    path = os.path.join(tmp, "model")
-    delta.build_tiny(path, max_position_embeddings=1024, **config)
-    args = delta.Args(model=path, output_dir=tmp, precision="bf16", fsdp=fsdp, max_prompt_length=32, **settings)
+    path = model or os.path.join(tmp, "model")
+    if not model:
+        delta.build_tiny(path, max_position_embeddings=1024, **config)
+    args = delta.Args(model=path, output_dir=tmp, precision="bf16", fsdp=fsdp, max_prompt_length=64, **settings)
     out = os.path.join(tmp, "peaks.pt")
     mp.spawn(worker, args=(world, tmp, path, args, out), nprocs=world, join=True)
     measured, shape = torch.load(out)
@@ -199,13 +206,15 @@ def compare(name, fsdp, world=2, tmp=None):
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--shapes", default=",".join(SHAPES), help=f"comma-separated, of {', '.join(SHAPES)}")
-    names = p.parse_args(argv).shapes.split(",")
+    p.add_argument("--shapes", default="small,checkpointed,long", help=f"comma-separated, of {', '.join(SHAPES)}")
+    p.add_argument("--model", default="", help="the real shape's model folder (bench/smollm2.py)")
+    a = p.parse_args(argv)
+    names = a.shapes.split(",")
     print("| shape | engine | phase | measured MiB | estimate MiB | estimate / measured |\n|---|---|---|---|---|---|")
     worst = 0.0
     for name in names:
         for fsdp in (False, True):
-            measured, estimated, shape = compare(name, fsdp)
+            measured, estimated, shape = compare(name, fsdp, model=a.model if name == "real" else None)
             for ph in memory.PHASES:
                 ratio = estimated[ph] / measured[ph]
                 worst = max(worst, abs(ratio - 1))

@@ -4,10 +4,14 @@
     python bench/rollouts.py runs/x/rollout-50.pt --html page.html  # the lambda page: tokens coloured by weight
     python bench/rollouts.py runs/x --json stats.json              # every dump of a run, one row per step
 
-Token categories (the embedded tasks; one character a token): answer (inside the last box), restated (the
+Token categories of the embedded tasks (one character a token): answer (inside the last box), restated (the
 numbers left of a step's `=`), result (a step's result), first_wrong (the result of the first wrong step),
-filler (the random words of --task filler), eos, format (the rest). Per category and side (pos: A > 0,
-neg: A < 0), over the tokens of non-zero-advantage responses:
+filler (the random words of --task filler), eos, format (the rest). Of a real model's text (REAL_CATEGORIES, a
+run with --model): answer (the characters of the graded final answer in the run's answer format), restated (a
+number the question holds), number (any other digits), operator (+ - * / = and kin), stop word (a function word of
+STOP_WORDS), word (any other word: the reasoning's), format (whitespace, punctuation, markdown and LaTeX markup),
+template (special tokens: the stop token). Per category and side (pos: A > 0, neg: A < 0), over the tokens of
+non-zero-advantage responses:
     lam     the mean weight (DAPO's weights are 1)
     lamw    the mean weight, each token weighted by its share of the update at theta_old, |A| ||v|| (Eq. C,
             v the token feature of Eq. D)
@@ -30,6 +34,51 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import delta  # noqa: E402
 
 CATEGORIES = ("format", "restated", "result", "first_wrong", "answer", "filler", "eos")
+REAL_CATEGORIES = ("answer", "restated", "number", "operator", "word", "stop word", "format", "template")
+STOP_WORDS = frozenset("""a an the and or but if so as of to in on at by for from with without into onto over under
+than then that this these those it its is are was were be been being am do does did have has had will would can could
+shall should may might must i you he she we they me him her us them my your his our their what which who whom whose
+when where why how all any each both either neither not no nor only own same too very just there here also let s t
+up down out off again further once""".split())
+_OPERATOR = re.compile(r"^[\s+\-*/=×÷^<>()\[\]%±·−]+$")
+_MARKUP = re.compile(r"^(?:\s|[.,:;!?'\"`*#_~|$\\{}&]|\\[A-Za-z]+)+$")
+
+
+def real_token_categories(pieces, special, question, answer_format="boxed"):
+    """The REAL_CATEGORIES name of each token of a real model's response: pieces (each token's text), special (True
+    for special tokens), the question (its numbers are "restated") and the run's answer format (which span is the
+    graded answer: rewards.extract_answer's, found from the end of the text)."""
+    import rewards
+    text = "".join(pieces)
+    answer, span = rewards.extract_answer(text, answer_format), range(0)
+    if answer is not None and answer_format == "last_number":  # the last number, as extract_answer reads it
+        span = range(*list(rewards._NUMBER.finditer(text))[-1].span())
+    elif answer is not None:
+        found = list(re.finditer(re.escape(answer), text))
+        span = range(*found[-1].span()) if found else span
+    given = set(re.findall(r"\d+", question if isinstance(question, str) else str(question)))
+    restated = {c for m in re.finditer(r"\d+", text) if m.group(0) in given for c in range(*m.span())}
+    cats, start = [], 0
+    for piece, sp in zip(pieces, special):
+        chars = range(start, start + len(piece))
+        start += len(piece)
+        word = piece.strip().lower()
+        if sp:
+            cats.append("template")
+        elif any(c in span for c in chars) and piece.strip():
+            cats.append("answer")
+        elif re.search(r"\d", piece):  # a digit of a number the question holds, or of another number
+            digits = [c for c in chars if text[c].isdigit()]
+            cats.append("restated" if all(c in restated for c in digits) else "number")
+        elif _OPERATOR.match(piece) and piece.strip() and not re.fullmatch(r"\s*\*{2,}\s*", piece):  # ** is bold
+            cats.append("operator")
+        elif re.fullmatch(r"[a-z']+", word):
+            cats.append("stop word" if word in STOP_WORDS else "word")
+        elif not piece.strip() or _MARKUP.match(piece):
+            cats.append("format")
+        else:
+            cats.append("word")
+    return cats
 
 
 def token_categories(text, question):
@@ -56,13 +105,19 @@ def token_categories(text, question):
     return cats
 
 
-def token_category_ids(tok, batch, questions):
-    """[N, R] the index in CATEGORIES of every response token, -1 at padding (one question per response)."""
+def token_category_ids(tok, batch, questions, real=None):
+    """[N, R] the index in CATEGORIES of every response token, -1 at padding (one question per response). real: a
+    real model's answer format, for REAL_CATEGORIES."""
     P, mask = batch["prompt_len"], batch["response_mask"]
     cat = torch.full(mask.shape, -1, dtype=torch.long)
     for i, question in enumerate(questions):
         ids = batch["input_ids"][i, P:P + int(mask[i].sum())].tolist()
         pieces = tok.batch_decode([[t] for t in ids])
+        if real:
+            specials = set(tok.all_special_ids)
+            names = real_token_categories(pieces, [t in specials for t in ids], question, real)
+            cat[i, :len(ids)] = torch.tensor([REAL_CATEGORIES.index(c) for c in names], dtype=torch.long)
+            continue
         cats = token_categories("".join(pieces), question)
         starts = [0] + list(itertools.accumulate(map(len, pieces)))[:-1]  # the first character of each token
         cat[i, :len(ids)] = torch.tensor([CATEGORIES.index("eos" if t == tok.eos_token_id else cats[s] if s < len(cats)
@@ -76,19 +131,26 @@ def rank(x):  # ranks 0..n-1, ties broken by position (continuous values)
     return r
 
 
+def categories_of(dump):
+    """The category names of a dump: a real model's (a run with --model) or the embedded tasks'."""
+    return REAL_CATEGORIES if dump["args"].get("model") else CATEGORIES
+
+
 def category_stats(tok, dump):
     """lam/lamw/share per category and side, and rho_p per side, of one dumped rollout (see above)."""
     batch, adv, G = dump["batch"], dump["adv"].cpu(), dump["args"]["group_size"]
     mask = batch["response_mask"].cpu()
+    names = categories_of(dump)
+    real = dump["args"].get("answer_format", "boxed") if names is REAL_CATEGORIES else None
     cat = token_category_ids(tok, {k: (v.cpu() if torch.is_tensor(v) else v) for k, v in batch.items()},
-                             [q for q in dump["questions"] for _ in range(G)])
+                             [q for q in dump["questions"] for _ in range(G)], real)
     lam = (mask.double() if dump["lam"] is None else dump["lam"].cpu().double()) * mask  # [N, R]
     size = adv.abs().double()[:, None] * dump["v_norm"].cpu().double()  # [N, R] |A| ||v||
     out = {}
     for k, label in enumerate(("pos", "neg")):
         side = (adv > 0 if k == 0 else adv < 0)[:, None] & mask  # [N, R]
         total = (lam * size)[side].sum()
-        for c, name in enumerate(CATEGORIES):
+        for c, name in enumerate(names):
             sel = side & (cat == c)
             if sel.any():
                 out[f"lam/{name}/{label}"] = float(lam[sel].mean())
@@ -165,7 +227,7 @@ def main(argv=None):
             f.writelines(json.dumps(r) + "\n" for r in rows)
     last = rows[-1]
     print(f"step {last['step']}: | category | lam + | lam - | lamw + | lamw - | share + | share - |")
-    for name in CATEGORIES:
+    for name in categories_of(dump):
         cells = [last.get(f"{k}/{name}/{s}") for k in ("lam", "lamw", "share") for s in ("pos", "neg")]
         if any(c is not None for c in cells):
             print(f"| {name} | " + " | ".join("-" if c is None else f"{c:.3f}" for c in cells) + " |")
