@@ -384,9 +384,10 @@ def test_livecodebench_leniencies_are_matched_or_counted():
     with its testing_util.py and extract_code): its extraction (the lines between the last two lines holding ```)
     is matched, so a text block or a later ``` line after the code fails as there (the graded block passes with
     --lcb_extract block); a returned numpy scalar passes as there; three stdin readers its mocks break pass here."""
-    specs = {"stdin": {"inputs": ["2\n"], "outputs": ["4\n"]}, "call": {"fn_name": "f", "inputs": [[2]], "outputs": [4]},
-             "stdin2": {"inputs": ["2\n1\n3\n"], "outputs": ["2\n6\n"]}}
-    rows = [{"answer": dict(specs[s], compare="lcb", test_timeout=6.0), "tests": 1} for _, s, _ in LCB_LENIENCY.values()]
+    specs = {"stdin": {"inputs": ["2\n"], "outputs": ["4\n"]}, "stdin2": {"inputs": ["2\n1\n3\n"], "outputs": ["2\n6\n"]},
+             "call": {"fn_name": "f", "inputs": [[2]], "outputs": [4]}}
+    rows = [{"answer": dict(specs[s], compare="lcb", test_timeout=6.0), "tests": 1}
+            for _, s, _ in LCB_LENIENCY.values()]
     texts = [t for t, _, _ in LCB_LENIENCY.values()]
     got = evaluation.grade(texts, rows, "code", "livecodebench")[0]
     assert got == [v for _, _, v in LCB_LENIENCY.values()], dict(zip(LCB_LENIENCY, got))
@@ -439,9 +440,10 @@ def test_gpqa_hedges_and_mixed_letters_are_no_choice_and_simple_evals_is_an_opti
               "The final answer is B": None, "<think>Answer: A</think>Answer: D\nAnswer: B": "D"}
     assert {t: evaluation.simple_evals_letter(t) for t in simple} == simple
     rows = [{"answer": "A"}, {"answer": "B"}]
-    texts = ["Answer: A or B", "answer: b"]
+    texts = ["Answer: A or B", "Answer: $\\boxed{B}$"]
     assert evaluation.grade(texts, rows, "choice", "gpqa_diamond")[0] == [0.0, 1.0]
-    assert evaluation.grade(texts, rows, "choice", "gpqa_diamond", evaluation.EvalArgs(gpqa_extract="simple-evals"))[0] == [1.0, 0.0]
+    simple_evals = evaluation.EvalArgs(gpqa_extract="simple-evals")
+    assert evaluation.grade(texts, rows, "choice", "gpqa_diamond", simple_evals)[0] == [1.0, 0.0]
 
 def test_summarize_choice_benchmarks_vote_on_letters():
     recs = [{"problem_id": 0, "correct": float(x == "B"), "extracted": x, "length": 1, "truncated": False}

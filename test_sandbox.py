@@ -1,9 +1,11 @@
 """Tests of sandbox.py, the code sandbox of rewards.py (docs/security.md cites each test by name).
 
 Sections: the inside half in-process (its syntax tree, frames, Channel, Remote); reward hacks in assert mode
-(names, exceptions, handles), each against the reference harness as a positive control; honest programs
-(the idioms of issue 23, and a sample of other people's solutions) against the reference harness; the
-sandbox as root (its root, the host's state, attacks by class, limits, CPU); weaker settings.
+(names, exceptions, handles; the channel's rule: requests the program writes, names it claims, tests that did
+not run to their end, the prompt's helpers), each against the reference harness as a positive control; honest
+programs (the idioms of issue 23, objects shared with the tests, and a sample of other people's solutions)
+against the reference harness; the sandbox as root (its root and its package data, the host's state, attacks by
+class, futexes, executables, stdout, limits, CPU); weaker settings.
 The suite runs as root, as CI and most GPU containers do; attacks run through the public API.
 """
 import ast
@@ -307,11 +309,12 @@ def test_the_tests_side_runs_nothing_the_program_asks_for():
     hacks = {**CHANNEL_HACKS, **CLAIM_HACKS}
     honest = "import math\ndef add(a, b, key=None):\n    return a + b"
     specs = [{"assert": CHANNEL_TESTS[k]} for k in hacks]
-    got = rewards.score_batch([fence(p) for p in hacks.values()] + [fence(honest)] * len(hacks), specs * 2, "code", timeout=10)
+    got = rewards.score_batch([fence(p) for p in hacks.values()] + [fence(honest)] * len(hacks), specs * 2, "code",
+                              timeout=10)
     assert got == [0.0] * len(hacks) + [1.0] * len(hacks), dict(zip([*hacks, *(f"honest {k}" for k in hacks)], got))
     reference = {k: bench_honest.reference_verdict({"code": p, "tests": s}) for (k, p), s in zip(hacks.items(), specs)}
-    assert {k for k, v in reference.items() if v} == {"a module the program replaces",  # one namespace there
-                                                     "an attribute path from a lent callback to the tests' frames"}, reference
+    paid = {"a module the program replaces", "an attribute path from a lent callback to the tests' frames"}
+    assert {k for k, v in reference.items() if v} == paid, reference  # one namespace there
 
 
 def test_values_cross_by_one_table_and_requests_outside_the_rule_break_the_channel(channel_pair):
@@ -320,10 +323,11 @@ def test_values_cross_by_one_table_and_requests_outside_the_rule_break_the_chann
     them, or a value outside the table, breaks the channel (the tests cannot pass) and runs nothing."""
     import socket as socket_
 
-    values = [None, True, 7, 2 ** 70, -0.0, float("nan"), 1j, "é", b"\x00", bytearray(b"x"), [1], (2,), {3}, frozenset({4}),
-              {"k": [5]}, collections.Counter("ab"), collections.OrderedDict(a=1), collections.defaultdict(int, a=1),
-              collections.deque([1], 3), range(1, 9, 2), fractions.Fraction(1, 3), decimal.Decimal("1.10"),
-              datetime.datetime(2024, 1, 2, 3, 4), datetime.date(2024, 1, 2), datetime.time(5, 6), datetime.timedelta(3)]
+    values = [None, True, 7, 2 ** 70, -0.0, float("nan"), 1j, "é", b"\x00", bytearray(b"x"), [1], (2,), {3},
+              frozenset({4}), {"k": [5]}, collections.Counter("ab"), collections.OrderedDict(a=1),
+              collections.defaultdict(int, a=1), collections.deque([1], 3), range(1, 9, 2), fractions.Fraction(1, 3),
+              decimal.Decimal("1.10"), datetime.datetime(2024, 1, 2, 3, 4), datetime.date(2024, 1, 2),
+              datetime.time(5, 6), datetime.timedelta(3)]
     got = channel_pair({"values": values, "echo": lambda f, *a: f(*a)})
     assert repr(got["values"]) == repr(values) and [type(v) for v in got["values"]] == [type(v) for v in values]
     assert {t for types_, _, _ in sandbox.VALUES.values() for t in types_} == {type(v) for v in values} - {
@@ -334,11 +338,11 @@ def test_values_cross_by_one_table_and_requests_outside_the_rule_break_the_chann
     lent = tests.lend(lambda: "ran")
     for request in ({"op": "call", "a": [{"builtin": "exec"}, "x = 1"], "kw": {}},  # a name: nothing is looked up
                     {"op": "call", "a": [{"yours": lent["h"] + 1}], "kw": {}},  # a handle the tests never lent
-                    {"op": "getattr", "a": [{"yours": lent["h"]}, "__globals__"], "kw": {}},
                     {"op": "fields", "a": [{"yours": lent["h"]}], "kw": {}}):  # the program's side's operation
-        with pytest.raises(sandbox.ChannelBroken if request["op"] != "getattr" else AttributeError):
-            tests.serve(request) if request["op"] != "getattr" else tests.answer_for_tests("getattr", [tests.lent[0],
-                                                                                                       "__globals__"], {})
+        with pytest.raises(sandbox.ChannelBroken):
+            tests.serve(request)
+    with pytest.raises(AttributeError):  # an attribute of what is not an instance of the tests' class
+        tests.answer_for_tests("getattr", [tests.lent[lent["h"]], "__globals__"], {})
     assert tests.broken
     for value in ({"class": ["unittest.mock", "ANY", 0]}, {"builtin": "exec"}, [1], {"int": "zz"}, {"h": "1"}):
         with pytest.raises(sandbox.ChannelBroken):
@@ -425,8 +429,8 @@ def test_honest_programs_that_share_objects_with_the_tests_score_one():
     items = [(p, {"assert": t, **({"setup": s} if s else {})}) for p, t, s in HONEST_ASSERT.values()]
     lying = ("from dataclasses import dataclass\n@dataclass\nclass P:\n    x: int\n    y: int\n"
              "    def __eq__(self, other):\n        return True\ndef mid(a, b):\n    return P(0, 0)")
-    got = rewards.score_batch([fence(p) for p, _ in items] + [fence(lying)], [s for _, s in items] + [items[-1][1]], "code",
-                              timeout=30)
+    got = rewards.score_batch([fence(p) for p, _ in items] + [fence(lying)], [s for _, s in items] + [items[-1][1]],
+                              "code", timeout=30)
     reference = [bench_honest.reference_verdict({"code": p, "tests": s}, 30) for p, s in items]
     assert reference == [1.0] * len(items), dict(zip(HONEST_ASSERT, reference))
     assert got == [1.0] * len(items) + [0.0], dict(zip([*HONEST_ASSERT, "lying __eq__"], got))
@@ -1119,14 +1123,15 @@ def test_only_the_interpreter_runs_as_a_program():
     writes never runs: /work is noexec and memfd_create is refused; `subprocess` of sys.executable still works. The
     control: unconfined, in a fresh folder, each runs and prints 42."""
     spec = {"inputs": [""], "outputs": ["42"]}
-    honest = "import subprocess, sys\nprint(subprocess.run([sys.executable, '-c', 'print(42)'], capture_output=True, text=True).stdout)"
-    got = rewards.score_batch([fence(p) for p in [*RUN_ANOTHER.values(), honest]], [spec] * (len(RUN_ANOTHER) + 1), "code",
-                              timeout=15)
+    honest = ("import subprocess, sys\n"
+              "print(subprocess.run([sys.executable, '-c', 'print(42)'], capture_output=True, text=True).stdout)")
+    got = rewards.score_batch([fence(p) for p in [*RUN_ANOTHER.values(), honest]], [spec] * (len(RUN_ANOTHER) + 1),
+                              "code", timeout=15)
     assert got == [0.0] * len(RUN_ANOTHER) + [1.0], dict(zip([*RUN_ANOTHER, "honest"], got))
     for name, program in RUN_ANOTHER.items():
         with tempfile.TemporaryDirectory() as d:
-            p = subprocess.run([sys.executable, "-c", program.replace("/tmp/py", f"{d}/py")], cwd=d, capture_output=True,
-                               text=True, timeout=60)
+            p = subprocess.run([sys.executable, "-c", program.replace("/tmp/py", f"{d}/py")], cwd=d,
+                               capture_output=True, text=True, timeout=60)
             assert p.stdout.strip() == "42", (name, p.stderr[-500:])
 
 
@@ -1144,7 +1149,8 @@ def test_stdout_is_graded_whole_as_the_interpreter_flushes_it():
     prefix: 1); what the interpreter flushes as it exits (sys.__stdout__ after the program replaced sys.stdout, a
     file left open) is graded (the last design: 0). Each gets the reference harness's verdict."""
     spec = {"inputs": [""], "outputs": ["3\n"]}
-    got = rewards.score_batch([fence(p) for p, _ in STDOUT_CASES.values()], [spec] * len(STDOUT_CASES), "code", timeout=10)
+    got = rewards.score_batch([fence(p) for p, _ in STDOUT_CASES.values()], [spec] * len(STDOUT_CASES), "code",
+                              timeout=10)
     reference = [bench_honest.reference_verdict({"code": p, "tests": spec}) for p, _ in STDOUT_CASES.values()]
     assert reference == [v for _, v in STDOUT_CASES.values()] and got == reference, dict(zip(STDOUT_CASES, got))
 
