@@ -343,9 +343,9 @@ def test_a_per_test_limit_with_early_exit_as_livecodebench_runs():
         stdin = {"inputs": [f"{t}\n" for t in times], "outputs": [f"{t}\n" for t in (outs or times)]}
         call = {"fn_name": "f", "inputs": [[t] for t in times], "outputs": list(outs or times)}
         return [dict(stdin, **kw), dict(call, **kw)]
-    cases = {"one test over the limit": (spec([0.1, 1.6], test_timeout=1), 0.0),
-             "the same without a per-test limit": (spec([0.1, 1.6]), 1.0),
-             "every test within it, longer together": (spec([0.4] * 4, test_timeout=1), 1.0),
+    cases = {"one test over the limit": (spec([0.1, 2.5], test_timeout=1.5), 0.0),  # a second of margin either way
+             "the same without a per-test limit": (spec([0.1, 2.5]), 1.0),
+             "every test within it, longer together": (spec([0.5] * 4, test_timeout=1.5), 1.0),
              "a wrong first test, slow ones after": (spec([0.0, 3, 3, 3], outs=[9, 3, 3, 3], test_timeout=5), 0.0)}
     for name, (specs, verdict) in cases.items():
         for program, s in zip((SLEEPY_STDIN, SLEEPY_CALL), specs):
