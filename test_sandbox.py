@@ -273,10 +273,10 @@ def ask(op, args):  # a request written on the channel's socket, in the last des
                 pass
 '''
 CHANNEL_HACKS = {  # the program asks the tests' side to run the forgery (the verdict written from there)
-    "exec by its builtin name": INJECT + "def add(a, b):\n    ask('call', [{'builtin': 'exec'}, FORGE])\n    return 0",
-    "exec by a claimed module path": INJECT + "def add(a, b):\n    ask('call', [{'class': ['builtins', 'exec', 0]}, FORGE])\n"
+    "exec by its builtin name": INJECT + "def add(a, b, key=None):\n    ask('call', [{'builtin': 'exec'}, FORGE])\n    return 0",
+    "exec by a claimed module path": INJECT + "def add(a, b, key=None):\n    ask('call', [{'class': ['builtins', 'exec', 0]}, FORGE])\n"
                                      "    ask('call', [{'module': ['builtins', 0]}, 'exec'])\n    return 0",
-    "guessed handles of the tests' objects": INJECT + "def add(a, b):\n    for h in range(100):\n"
+    "guessed handles of the tests' objects": INJECT + "def add(a, b, key=None):\n    for h in range(100):\n"
                                              "        ask('call', [{'yours': h}, FORGE])\n        ask('call', [{'h': h}, FORGE])\n"
                                              "    return 0",
     "an attribute path from a lent callback to the tests' frames": (
