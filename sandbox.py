@@ -47,11 +47,11 @@ import sys
 
 if __name__ != "__main__":  # the host's own modules. The zygote (this file run by path) does without them: every
     import shutil          # fork copies the zygote's memory, and they would add a sixth to it (2 MB)
+    import importlib.machinery
     import site
     import subprocess
     import sysconfig
     import tempfile
-    import importlib.machinery
     import threading
     import warnings
 
@@ -226,7 +226,7 @@ def binds():
         if not any(p == q or p.startswith(q.rstrip("/") + "/") for q in out):
             out.append(p)
     inside = lambda p: any(p.startswith(q.rstrip("/") + "/") for q in out)
-    _BINDS = ([[p, p] for p in out] + [[site_view(s), s] for s in sites]  # a view over a folder of the stdlib
+    _BINDS = ([[p, p] for p in out] + [[site_view(s), s] for s in sites]  # a view may cover a folder of the stdlib
               + [[p, p] for p in dict.fromkeys(links) if not inside(p)])
     return _BINDS
 
