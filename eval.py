@@ -72,10 +72,20 @@ class EvalArgs:
     lcb_release: str = field(default="release_v5", metadata={"help": "LiveCodeBench release: release_vN / release_latest (files 1..N), vN (file N), vA_vB"})
     lcb_start: str = field(default="", metadata={"help": "LiveCodeBench problems dated on or after YYYY-MM-DD"})
     lcb_end: str = field(default="", metadata={"help": "LiveCodeBench problems dated on or before YYYY-MM-DD (at 00:00, as LiveCodeBench filters)"})
-    lcb_timeout: float = field(default=6.0, metadata={"help": "seconds per test (LiveCodeBench's); one sample gets (t + 1) x tests + 5, at most --code_timeout"})
+    lcb_timeout: float = field(default=6.0, metadata={"help": (
+        "seconds per test (LiveCodeBench's): a test past it fails and ends the sample, whose tests stop "
+        "at the first failure; a sample gets (t + 1) x its tests + 5 in all, as LiveCodeBench's harness")})
     lcb_wrap_stdin: bool = field(default=True, metadata={"help": "run LiveCodeBench's stdin programs as its harness does: top-level code wrapped in one function"})
-    code_timeout: float = field(default=60.0, metadata={"help": "wall-clock cap of one LiveCodeBench (or --data code) sample, all its tests together"})
+    lcb_extract: str = field(default="lcb", metadata={"help": (
+        "LiveCodeBench's code: lcb = its extract_code (the lines between the last two lines holding ```), "
+        "block = the graded python block (rewards.extract_code)")})
+    code_timeout: float = field(default=60.0, metadata={"help": (
+        "wall-clock cap of one --data code sample, all its tests together (its (--lcb_timeout + 1) x "
+        "tests + 5 when smaller); LiveCodeBench samples get their harness's bound")})
     gpqa_shuffle_seed: int = field(default=0, metadata={"help": "seed of GPQA's choice order; each question is shuffled by it and its Record ID"})
+    gpqa_extract: str = field(default="tiers", metadata={"help": (
+        "GPQA's letter: tiers = choice_letter (lighteval's tiers, hedges and mixed letters read as no "
+        "choice), simple-evals = its first `Answer: X` (simple_evals_letter)")})
     instruction: str = field(default="auto", metadata={"help": "appended to each math question; auto: as the rows or the model were trained (held_out.jsonl, delta_prompt.json), else the answer format's request unless the prompt makes one"})
     answer_format: str = field(default="auto", metadata={"help": "where a math answer is stated: boxed | answer_line | last_number; auto: as the rows or the model were trained, else what the prompts ask for, else boxed"})
     prompt_style: str = field(default="train", metadata={"help": "train: the training prompt | matharena: MathArena's instruction before the problem, AIME's integer hint"})
@@ -261,11 +271,12 @@ def gpqa_rows(table, seed=0):
     return rows
 
 
-def livecodebench_rows(table, start="", end=""):
+def livecodebench_rows(table, start="", end="", test_timeout=6.0):
     """code_generation_lite rows in the window, each with its spec (public then private tests; a bad row is named
-    before any work), LiveCodeBench's prompt, and the test count that sets its time limit."""
+    before any work; LiveCodeBench's comparison and its per-test limit), LiveCodeBench's prompt, and the test count
+    that sets its time limit."""
     kept = [r for r in table if lcb_in_window(r, start or None, end or None)]
-    specs = [dict(spec, compare="lcb") for spec in code_specs(kept, "livecodebench")]  # its own comparison rules
+    specs = [dict(spec, compare="lcb", test_timeout=test_timeout) for spec in code_specs(kept, "livecodebench")]
     return [{"id": r["question_id"], "question": code_prompt(r["question_content"], r.get("starter_code") or ""),
              "answer": spec, "platform": r.get("platform"), "difficulty": r.get("difficulty"),
              "contest_date": str(r["contest_date"]), "tests": len(spec["inputs"])} for r, spec in zip(kept, specs)]
@@ -287,7 +298,8 @@ def benchmark_rows(name, table, args=None):
     answer: the gold string (math), the test spec of rewards.code_reward (code) or the right letter (choice)."""
     spec = BENCHMARKS[name]
     if name == "livecodebench":
-        return livecodebench_rows(table, args.lcb_start if args else "", args.lcb_end if args else "")
+        return livecodebench_rows(table, args.lcb_start if args else "", args.lcb_end if args else "",
+                                  args.lcb_timeout if args else 6.0)
     if name == "gpqa_diamond":
         return gpqa_rows(table, args.gpqa_shuffle_seed if args else 0)
     rows = []
@@ -333,10 +345,26 @@ def lcb_stdin_program(code):
     return program + "\n\n\ntry:\n    wrapped_function()\nexcept SystemExit:\n    pass\n"
 
 
-def code_to_grade(text, row, name, lcb_wrap=True):
+def lcb_extract_code(text):
+    """LiveCodeBench's extraction (lcb_runner/utils/extraction_utils.py, extract_code, chat models): the lines
+    between the last two lines that hold ``` anywhere, "" when there are fewer than two. So a fenced `text` block
+    after the code, or a later line that mentions ```, is what it grades."""
+    lines = text.split("\n")
+    fences = [i for i, line in enumerate(lines) if "```" in line]
+    return "\n".join(lines[fences[-2] + 1:fences[-1]]) if len(fences) >= 2 else ""
+
+
+def code_to_grade(text, row, name, lcb_wrap=True, lcb_extract="lcb"):
     """The response as rewards.code_reward grades it: fenced blocks as written; a bare completion (a base
-    model continuing the prompt) cut at the Codex stop sequences and fenced. LiveCodeBench's stdin programs are
-    rewritten as its harness runs them (lcb_stdin_program) unless lcb_wrap is false."""
+    model continuing the prompt) cut at the Codex stop sequences and fenced. LiveCodeBench's code is what its
+    extraction takes (lcb_extract_code; "block": rewards.extract_code's), and its stdin programs are rewritten
+    as its harness runs them (lcb_stdin_program) unless lcb_wrap is false."""
+    if name == "livecodebench" and lcb_extract == "lcb":
+        code = lcb_extract_code(text) if isinstance(text, str) else ""
+        if not code.strip():
+            return ""  # nothing to grade: 0, as there
+        stdin = lcb_wrap and "fn_name" not in row["answer"]
+        return f"```python\n{lcb_stdin_program(code) if stdin else code}\n```"
     if name == "livecodebench" and lcb_wrap and "fn_name" not in row["answer"]:
         code = rewards.extract_code(text)
         return f"```python\n{lcb_stdin_program(text if code is None else code)}\n```"
@@ -353,7 +381,9 @@ def code_to_grade(text, row, name, lcb_wrap=True):
 # answer with a colon, then the word answer nearby, then a line that starts with the letter, then a letter standing
 # alone. Its last tier (any capital A-D anywhere, "DNA" included) is left out, \boxed{X} is read before the line
 # tiers (reasoning models box their letter), and a response whose last line is an answer without a letter ("Answer:
-# None of the above", "Answer: ABCD") chose none. Text after the last </think> when there is one.
+# None of the above", "Answer: ABCD") chose none. Not credited either: a hedge ("Answer: A or B", "A/B", "A, C"),
+# and, in the two unanchored tiers, a text that names more than one letter ("I'd go with D, though B is tempting"
+# has no last-letter reading). Text after the last </think> when there is one.
 _L = r"(?<![A-Za-z0-9/])\(?([ABCD])\)?"  # a letter, perhaps in parentheses, not the end of a word or of "N/A"
 _OPEN = r"""(?:[\s*$({\["'“‘]|\\\(|\\\[|\\boxed\{|\\text(?:bf)?\{|\\mathrm\{)*"""  # markdown, quotes, $, \( \), \boxed{, \text{
 _END = r"(?![A-Za-z0-9])"
@@ -366,6 +396,8 @@ CHOICE_TIERS = [re.compile(p) for p in (
     rf"(?<![A-Za-z0-9]){_L}(?![A-Za-z0-9'’-])",
 )]
 _ANCHORED = 4  # the tiers before this one need an answer anchor (or a box)
+_HEDGE = re.compile(r"[\s)}*$]*(?:,|/|&|\bor\b|\band\b)[\s(*$]*(?:\\boxed\{|\\text\{)?\s*\(?[ABCD](?![A-Za-z0-9])")
+SIMPLE_EVALS_ANSWER = re.compile(r"(?i)Answer[ \t]*:[ \t]*\$?([A-D])\$?")  # simple-evals' ANSWER_PATTERN_MULTICHOICE
 
 
 def choice_letter(text):
@@ -378,8 +410,20 @@ def choice_letter(text):
             return None  # an answer stated without a letter: no choice, not a guess from the text before it
         found = list(tier.finditer(text))
         if found:
-            return found[-1].group(1)
+            if k >= _ANCHORED and len({m.group(1) for m in found}) > 1:
+                return None  # no anchor, several letters: no reading of the last one
+            return None if _HEDGE.match(text, found[-1].end()) else found[-1].group(1)
     return None
+
+
+def simple_evals_letter(text):
+    """simple-evals' GPQA extraction (common.py, ANSWER_PATTERN_MULTICHOICE with re.search): the first `Answer: X`,
+    case as written (so `answer: b` is not B), in the text after the last </think>; None without one."""
+    if not isinstance(text, str):
+        return None
+    text = text[text.rfind("</think>") + len("</think>"):] if "</think>" in text else text
+    m = SIMPLE_EVALS_ANSWER.search(text)
+    return m.group(1) if m else None
 
 
 def prompt_text(tok, row, kind, name, args, instruction):
@@ -450,13 +494,14 @@ def sample_benchmark(sampler, rows, kind, args, instruction, name="data", fmt="b
 
 
 def code_timeout(rows, name, args):
-    """One limit for a batch of code samples: LiveCodeBench's bound for its largest problem, (per-test limit + 1) x
-    tests + 5 as its check_correctness allows, capped by --code_timeout; rewards.py's default elsewhere."""
+    """Each code sample's limit in all, from its own problem: LiveCodeBench's bound, (per-test limit + 1) x tests + 5
+    as its check_correctness allows (its tests also get the per-test limit and stop at the first failure); the same
+    bound capped by --code_timeout for --data code rows; rewards.py's default elsewhere (None)."""
     if name != "livecodebench" and not any("tests" in r for r in rows):
         return None
     per_test = args.lcb_timeout if args is not None else 6.0
-    cap = args.code_timeout if args is not None else 60.0
-    return min(cap, max((per_test + 1) * r.get("tests", 1) + 5 for r in rows))
+    cap = math.inf if name == "livecodebench" else args.code_timeout if args is not None else 60.0
+    return [min(cap, (per_test + 1) * r.get("tests", 1) + 5) for r in rows]
 
 
 def grade(texts, rows, kind, name, args=None, fmt="boxed"):
@@ -464,12 +509,16 @@ def grade(texts, rows, kind, name, args=None, fmt="boxed"):
     graded block, or a bare completion), math through its verifier (its answer format fmt), a choice by its
     letter."""
     if kind == "code":
-        graded = [code_to_grade(t, r, name, args.lcb_wrap_stdin if args is not None else True) for t, r in zip(texts, rows)]
+        extract = args.lcb_extract if args is not None else "lcb"
+        graded = [code_to_grade(t, r, name, args.lcb_wrap_stdin if args is not None else True, extract)
+                  for t, r in zip(texts, rows)]
         verdicts = rewards.score_batch(graded, [r["answer"] for r in rows], "code", timeout=code_timeout(rows, name, args))
         entry = lambda spec: spec.get("entry_point") or spec.get("fn_name")  # the model's block, before any rewrite
-        return verdicts, [rewards.extract_code(code_to_grade(t, r, name, False), entry(r["answer"])) for t, r in zip(texts, rows)]
+        return verdicts, [rewards.extract_code(code_to_grade(t, r, name, False, extract), entry(r["answer"]))
+                          for t, r in zip(texts, rows)]
     if kind == "choice":
-        letters = [choice_letter(t) for t in texts]
+        read = simple_evals_letter if args is not None and args.gpqa_extract == "simple-evals" else choice_letter
+        letters = [read(t) for t in texts]
         return [float(x is not None and x == r["answer"]) for x, r in zip(letters, rows)], letters
     return (rewards.score_batch(texts, [r["answer"] for r in rows], answer_format=fmt),
             [rewards.extract_answer(t, fmt) for t in texts])
@@ -519,6 +568,8 @@ def validate(args):
         raise delta.ArgumentError(f"--lcb_release/--lcb_start/--lcb_end: {e}") from None
     if args.lcb_timeout <= 0 or args.code_timeout <= 0:
         raise delta.ArgumentError("--lcb_timeout and --code_timeout must be > 0")
+    if args.lcb_extract not in ("lcb", "block") or args.gpqa_extract not in ("tiers", "simple-evals"):
+        raise delta.ArgumentError("--lcb_extract is lcb or block, --gpqa_extract tiers or simple-evals")
     if args.vllm:
         delta.validate_args(sampler_args(args, 1))  # vLLM installed
     return names, local_copies(args.benchmark_dir, names)

@@ -85,7 +85,9 @@ def code_reward(response, tests, timeout=CODE_TIMEOUT, entry_point=None):
       {"fn_name": name, "inputs": [argument lists], "outputs": [return values]}   call-based
       {"assert": test source, "setup": code run first, "entry_point": name}     HumanEval/MBPP style
     stdin and call-based specs compare as stdout_matches and value_matches do, or, with "compare": "lcb", by
-    LiveCodeBench's own rules (lcb_stdout_matches; the returned value == the expected one). The graded block
+    LiveCodeBench's own rules (lcb_stdout_matches; the returned value == the expected one, a numpy scalar too);
+    with "test_timeout": seconds, each test gets that long and the first failing one ends the item, as
+    LiveCodeBench's harness runs (`timeout` stays the item's limit in all). The graded block
     is the last one defining the entry point (`entry_point`, the spec's entry_point or fn_name) when one does,
     else the last block. Raises SandboxError when the sandbox itself fails and
     ValueError for malformed tests; a wrong, crashing or slow program scores 0.0.
@@ -106,9 +108,9 @@ def score_batch(responses, golds, kind="math", timeout=None, workers=None, stats
     """Verdicts (1.0 / 0.0) for many responses, in parallel worker processes.
 
     golds: gold answers (math) or test specs (code, see code_reward). `timeout` is the wall-clock limit
-    of one item (default MATH_TIMEOUT, or CODE_TIMEOUT for the sandboxed program, whose worker gets
-    5 s more to clean up). answer_format: where a math response states its answer (ANSWER_FORMATS).
-    Pass a dict as `stats` to receive the number of `timeouts` and `errors`.
+    of one item, or a list of one per item (default MATH_TIMEOUT, or CODE_TIMEOUT for the sandboxed program,
+    whose worker gets 5 s more to clean up). answer_format: where a math response states its answer
+    (ANSWER_FORMATS). Pass a dict as `stats` to receive the number of `timeouts` and `errors`.
     """
     if kind not in ("math", "code"):
         raise ValueError(f"kind must be 'math' or 'code', got {kind!r}")
@@ -119,9 +121,12 @@ def score_batch(responses, golds, kind="math", timeout=None, workers=None, stats
     if kind == "code":
         golds = [_check_spec(g) for g in golds]
         _sandbox()  # here, not in every worker: a copy without sandbox.py says so at once
-    limit = timeout or (MATH_TIMEOUT if kind == "math" else CODE_TIMEOUT)
-    items = [(r, g, answer_format) if kind == "math" else (r, g, limit) for r, g in zip(responses, golds)]
-    results, errors, timeouts = _schedule(kind, items, limit + (0.0 if kind == "math" else 5.0),
+    limits = list(timeout) if isinstance(timeout, (list, tuple)) else [timeout] * len(responses)
+    if len(limits) != len(responses):
+        raise ValueError(f"{len(responses)} responses but {len(limits)} timeouts")
+    limits = [t or (MATH_TIMEOUT if kind == "math" else CODE_TIMEOUT) for t in limits]
+    items = [(r, g, answer_format) if kind == "math" else (r, g, t) for r, g, t in zip(responses, golds, limits)]
+    results, errors, timeouts = _schedule(kind, items, [t + (0.0 if kind == "math" else 5.0) for t in limits],
                                           workers or max(1, min(4, os.cpu_count() or 1)))
     if stats is not None:
         stats.update(timeouts=timeouts, errors=len(errors))
@@ -836,6 +841,9 @@ def _check_spec(tests):
             raise ValueError("code tests: inputs and outputs must be lists")
         if spec.get("compare", "default") not in ("default", "lcb"):
             raise ValueError(f"code tests: compare {spec['compare']!r}; default or lcb (LiveCodeBench's rules)")
+        t = spec.get("test_timeout")
+        if t is not None and (isinstance(t, bool) or not isinstance(t, (int, float)) or not 0 < t < math.inf):
+            raise ValueError(f"code tests: test_timeout {t!r}; seconds per test, a number > 0")
         if len(spec["inputs"]) != len(spec["outputs"]):
             raise ValueError(f"code tests: {len(spec['inputs'])} inputs but {len(spec['outputs'])} outputs")
         if not spec["inputs"]:
@@ -874,14 +882,16 @@ def _grade(code, spec, timeout):
     the nonce it alone was given."""
     sandbox = _sandbox()
     program = _program(spec.get("setup", ""), code)
-    if "assert" in spec:
+    if "assert" in spec:  # the setup goes to the tests' side too, which runs its own copy of it (sandbox.py)
         nonce = os.urandom(16).hex()
         report = sandbox.run(program, {"mode": "assert", "entry_point": spec.get("entry_point")}, timeout,
-                             secret={"assert": spec["assert"], "nonce": nonce}, preload=HARNESS_MODULES)
+                             secret={"assert": spec["assert"], "nonce": nonce, "setup": spec.get("setup", "")},
+                             preload=HARNESS_MODULES)
         return 1.0 if report and report.get("verdict") == f"{nonce} ok" else 0.0
     expected, passed, lcb = spec["outputs"], [False] * len(spec["outputs"]), spec.get("compare") == "lcb"
+    per_test = {"test_timeout": float(spec["test_timeout"])} if spec.get("test_timeout") else {}
     if "fn_name" in spec:  # LiveCodeBench's rule: the returned value == the expected one (True == 1 too)
-        request = {"mode": "call", "fn_name": spec["fn_name"], "inputs": spec["inputs"]}
+        request = {"mode": "call", "fn_name": spec["fn_name"], "inputs": spec["inputs"], "numpy_scalars": lcb}
         compare = (lambda got, exp: got == exp) if lcb else value_matches
         same = lambda data, exp: compare(json.loads(data, parse_int=_int), exp)
     else:
@@ -889,13 +899,15 @@ def _grade(code, spec, timeout):
         compare = lcb_stdout_matches if lcb else stdout_matches
         same = lambda data, exp: compare(data.decode("utf-8", "replace"), exp)
 
-    def sink(i, ok, data):
+    def sink(i, ok, data):  # False (a failed test) ends the item: LiveCodeBench's early exit
         if isinstance(i, int) and 0 <= i < len(passed) and ok:
             try:  # anything the program wrote (a value too deep, too big, not JSON): a mismatch, never our error
                 passed[i] = bool(same(data, expected[i]))
             except Exception:
                 passed[i] = False
-    report = sandbox.run(HARNESS_IMPORTS + program, request, timeout, sink=sink, preload=HARNESS_MODULES)
+        return isinstance(i, int) and 0 <= i < len(passed) and passed[i]
+    report = sandbox.run(HARNESS_IMPORTS + program, dict(request, **per_test), timeout, sink=sink,
+                         preload=HARNESS_MODULES)
     return 1.0 if report is not None and all(passed) else 0.0
 
 
@@ -1443,8 +1455,8 @@ def _shutdown():
         _stop_worker(_POOL.pop())
 
 
-def _schedule(kind, items, deadline, workers):
-    """Send items (argument tuples) to `workers` workers, each with `deadline` seconds once sent; returns
+def _schedule(kind, items, limits, workers):
+    """Send items (argument tuples) to `workers` workers, each with its `limits` seconds once sent; returns
     (verdicts, {item: error}, timeouts). A crashed worker's item is retried once on a fresh worker."""
     results, errors, timeouts = [0.0] * len(items), {}, 0
     with _POOL_LOCK:
@@ -1460,7 +1472,7 @@ def _schedule(kind, items, deadline, workers):
                     item = todo.pop()
                     try:
                         w["conn"].send((kind, items[item]))
-                        busy[i] = (item, time.monotonic() + deadline)
+                        busy[i] = (item, time.monotonic() + limits[item])
                     except OSError:  # it died while idle: replace it, keep the item
                         todo.append(item)
                         _stop_worker(w)

@@ -345,6 +345,56 @@ def test_livecodebench_grading_agrees_with_its_harness_on_a_committed_sample():
         assert (verdict == 1.0) == (r["reference_pass"] != ("known_difference" in r)), (r["row"]["question_id"], r.get("known_difference"))
 
 
+def test_livecodebench_time_rule_is_its_harness_per_sample():
+    """Each LiveCodeBench sample gets its harness's limits for its own problem: --lcb_timeout per test (a test past
+    it fails and ends the sample) and (t + 1) x tests + 5 in all, so a 12-test problem gets 89 s and a 2-test one
+    19 s (the last design gave every sample of a batch the largest bound, capped at 60 s: 60 s each here); --data code
+    rows keep the same bound capped by --code_timeout. A program over the limit on one test fails; one whose tests
+    each fit passes."""
+    row = evaluation.livecodebench_rows([dict(lcb_row_1873a(), private_test_cases="")])[0]
+    rows = [dict(row, tests=2), dict(row, tests=12)]
+    assert row["answer"]["test_timeout"] == 6.0 and row["answer"]["compare"] == "lcb"
+    assert evaluation.code_timeout(rows, "livecodebench", evaluation.EvalArgs()) == [19.0, 89.0]
+    assert evaluation.code_timeout(rows, "data", evaluation.EvalArgs(code_timeout=60)) == [19.0, 60.0]
+    args = evaluation.EvalArgs(lcb_timeout=1.5)  # a second of margin either way (a loaded machine is slower)
+    spec = {"inputs": ["0.2\n", "2.5\n"], "outputs": ["0.2\n", "2.5\n"], "compare": "lcb", "test_timeout": 1.5}
+    fast = dict(spec, inputs=["0.5\n"] * 4, outputs=["0.5\n"] * 4)
+    sleeper = "```python\nimport time\nn = float(input())\ntime.sleep(n)\nprint(n)\n```"
+    got = evaluation.grade([sleeper] * 2, [{"answer": spec, "tests": 2}, {"answer": fast, "tests": 4}], "code",
+                           "livecodebench", args)[0]
+    assert got == [0.0, 1.0]
+
+
+LCB_LENIENCY = {  # response, rows' spec, eval.py's verdict; LiveCodeBench's testing_util.py (28fef95) in the comment
+    "a fenced text block after the code": ("```python\nprint(int(input()) * 2)\n```\nOutput:\n```text\n4\n```", "stdin", 0.0),
+    "a later line that mentions ```": ("```python\nprint(int(input()) * 2)\n```\nI wrapped it in ``` fences.", "stdin", 0.0),
+    "a numpy scalar returned": ("```python\nimport numpy as np\nclass Solution:\n    def f(self, n):\n"
+                                "        return np.int64(n) * 2\n```", "call", 1.0),
+    # counted, not matched (its stdin mocks): 1 here, 0 there
+    "for line in sys.stdin after input()": ("```python\nimport sys\nn = int(input())\nfor line in sys.stdin:\n"
+                                            "    print(int(line) * 2)\n```", "stdin2", 1.0),
+    "open(0)": ("```python\nrows = open(0).read().split()\nfor r in rows[1:]:\n    print(int(r) * 2)\n```", "stdin2", 1.0),
+    "sys.stdin.buffer.readline": ("```python\nimport sys\nn = int(sys.stdin.buffer.readline())\nfor _ in range(n):\n"
+                                  "    print(int(sys.stdin.buffer.readline()) * 2)\n```", "stdin2", 1.0),
+}
+
+
+def test_livecodebench_leniencies_are_matched_or_counted():
+    """review-5 B.2's differences from LiveCodeBench's harness (docs/eval.md lists them with its verdicts, measured
+    with its testing_util.py and extract_code): its extraction (the lines between the last two lines holding ```)
+    is matched, so a text block or a later ``` line after the code fails as there (the graded block passes with
+    --lcb_extract block); a returned numpy scalar passes as there; three stdin readers its mocks break pass here."""
+    specs = {"stdin": {"inputs": ["2\n"], "outputs": ["4\n"]}, "stdin2": {"inputs": ["2\n1\n3\n"], "outputs": ["2\n6\n"]},
+             "call": {"fn_name": "f", "inputs": [[2]], "outputs": [4]}}
+    rows = [{"answer": dict(specs[s], compare="lcb", test_timeout=30.0), "tests": 1}  # time is not the point here
+            for _, s, _ in LCB_LENIENCY.values()]
+    texts = [t for t, _, _ in LCB_LENIENCY.values()]
+    got = evaluation.grade(texts, rows, "code", "livecodebench")[0]
+    assert got == [v for _, _, v in LCB_LENIENCY.values()], dict(zip(LCB_LENIENCY, got))
+    block = evaluation.grade(texts[:2], rows[:2], "code", "livecodebench", evaluation.EvalArgs(lcb_extract="block"))[0]
+    assert block == [1.0, 1.0]
+    assert evaluation.lcb_extract_code("no fence") == "" and evaluation.lcb_extract_code("```\nx\n```") == "x"
+
 def test_gpqa_prompt_and_choice_order():
     """Rows in GPQA's CSV layout (Idavidrein/gpqa: Question, Correct Answer, Incorrect Answer 1-3, Record ID); the
     content is written here (GPQA asks that its questions not be published)."""
@@ -375,6 +425,25 @@ def test_gpqa_letters_agree_with_lightevals_own_cases():
                "<think>Answer: A</think>\nAnswer: B": "B", "so the final answer is (C). I hope": "C"}
     assert {t: evaluation.choice_letter(t) for t in letters} == letters  # cases written here
 
+
+def test_gpqa_hedges_and_mixed_letters_are_no_choice_and_simple_evals_is_an_option():
+    """review-5 B.3: a hedge ("A or B", "A/B", "either A or C") and a text naming several letters without an answer
+    anchor ("I'd go with D, though B is tempting": the last standalone letter was B) read as no choice; a stated
+    answer still reads. --gpqa_extract simple-evals reads as its common.py does: the first `Answer: X`, case as
+    written, nothing else."""
+    tiers = {"I'd go with D, though B is tempting.": None, "Answer: A or B": None, "Answer: (A) or (C)": None,
+             "The answer is either A or C.": None, "Answer: A/B": None, "Answer: \\boxed{A} or \\boxed{B}": None,
+             "Answer: B": "B", "Answer: A, because B fails.": "A", "**Final Answer: D) 8**": "D",
+             "The answer is C. B would need more energy.": "C", "Thinking... C.\n\nD": "D"}
+    assert {t: evaluation.choice_letter(t) for t in tiers} == tiers
+    simple = {"Answer: A or B": "A", "Answer: $C$": "C", "answer: b": "b", "Answer: \\boxed{C}": None,
+              "The final answer is B": None, "<think>Answer: A</think>Answer: D\nAnswer: B": "D"}
+    assert {t: evaluation.simple_evals_letter(t) for t in simple} == simple
+    rows = [{"answer": "A"}, {"answer": "B"}]
+    texts = ["Answer: A or B", "Answer: $\\boxed{B}$"]
+    assert evaluation.grade(texts, rows, "choice", "gpqa_diamond")[0] == [0.0, 1.0]
+    simple_evals = evaluation.EvalArgs(gpqa_extract="simple-evals")
+    assert evaluation.grade(texts, rows, "choice", "gpqa_diamond", simple_evals)[0] == [1.0, 0.0]
 
 def test_summarize_choice_benchmarks_vote_on_letters():
     recs = [{"problem_id": 0, "correct": float(x == "B"), "extracted": x, "length": 1, "truncated": False}

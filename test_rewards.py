@@ -378,6 +378,43 @@ def test_livecodebench_comparison_is_its_harness_rule():
         code_reward(zero, dict(spec, compare="loose"))
 
 
+SLEEPY_STDIN = "import time\nn = float(input())\ntime.sleep(n)\nprint(n)"
+SLEEPY_CALL = "import time\ndef f(n):\n    time.sleep(n)\n    return n"
+
+
+def test_a_per_test_limit_with_early_exit_as_livecodebench_runs():
+    """"test_timeout": each test gets that long (LiveCodeBench's signal.alarm per test) and the first failing test
+    ends the item (its early exit), in stdin and call modes: a program over the limit on one test fails though the
+    item's limit in all would fit it (without the key it passes, as the last design graded every spec); tests that
+    each fit pass though together they take longer than one limit; a wrong first test ends the item at once."""
+    def spec(times, outs=None, **kw):
+        stdin = {"inputs": [f"{t}\n" for t in times], "outputs": [f"{t}\n" for t in (outs or times)]}
+        call = {"fn_name": "f", "inputs": [[t] for t in times], "outputs": list(outs or times)}
+        return [dict(stdin, **kw), dict(call, **kw)]
+    cases = {"one test over the limit": (spec([0.1, 2.5], test_timeout=1.5), 0.0),  # a second of margin either way
+             "the same without a per-test limit": (spec([0.1, 2.5]), 1.0),
+             "every test within it, longer together": (spec([0.5] * 4, test_timeout=1.5), 1.0),
+             "a wrong first test, slow ones after": (spec([0.0, 3, 3, 3], outs=[9, 3, 3, 3], test_timeout=5), 0.0)}
+    for name, (specs, verdict) in cases.items():
+        for program, s in zip((SLEEPY_STDIN, SLEEPY_CALL), specs):
+            t = time.monotonic()
+            assert code_reward(fence(program), s, timeout=20) == verdict, (name, s)
+            if name.startswith("a wrong first"):
+                assert time.monotonic() - t < 2.5, name  # 9 s of tests left undone
+    with pytest.raises(ValueError, match="test_timeout"):
+        code_reward(fence(SLEEPY_CALL), dict(specs[1], test_timeout=0))
+
+
+def test_each_item_of_a_batch_has_its_own_limit():
+    """score_batch takes one limit per item: the same sleeper fails under a 1 s limit and passes under 6 s in one
+    batch (LiveCodeBench's bound differs with each problem's number of tests)."""
+    spec = {"fn_name": "f", "inputs": [[2]], "outputs": [2]}
+    stats = {}
+    assert score_batch([fence(SLEEPY_CALL)] * 2, [spec] * 2, "code", timeout=[1, 6], stats=stats) == [0.0, 1.0]
+    with pytest.raises(ValueError, match="timeouts"):
+        score_batch([fence(SLEEPY_CALL)] * 2, [spec] * 2, "code", timeout=[1])
+
+
 # ------------------------------------------------------------------------------------- code datasets -> test specs
 # Each schema on rows in its real layout; where a row comes from is said beside it (rewards.py, section 4).
 def test_livecodebench_private_tests_are_read_from_the_datasets_encoding():

