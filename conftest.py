@@ -101,7 +101,7 @@ def fixed_rollout(tiny, n_prompts=4, G=4, seed=0, budget=16384, algo="delta", wo
     batch = delta.pack(run.tok, prompts, responses, "cpu")
     adv = delta.group_advantages(torch.tensor(correct), G)
     plans = delta.micro_batches(run, batch)
-    batch["old_logp"], entropy, packed = delta.score(run, batch, adv, plans, True)
+    batch["old_logp"], run.entropy, packed = delta.score(run, batch, adv, plans, True)
     run.rows = rows
     return run, batch, adv, packed, plans
 

@@ -32,12 +32,18 @@ from rewards import CODE_SCHEMAS, CodeSpecError, code_prompt, code_specs, lcb_in
 
 # name -> where it lives on the hub and how to read it (columns, kind of verifier)
 BENCHMARKS = {
-    "aime24": dict(hub="HuggingFaceH4/aime_2024", split="train", question="problem", answer="answer", title="AIME24", aime=True),
-    "aime25": dict(hub="MathArena/aime_2025", split="train", question="problem", answer="answer", title="AIME25", aime=True),
-    "aime26": dict(hub="MathArena/aime_2026", split="train", question="problem", answer="answer", title="AIME26", aime=True),
-    "hmmt25feb": dict(hub="MathArena/hmmt_feb_2025", split="train", question="problem", answer="answer", title="HMMT25 Feb"),
-    "hmmt25nov": dict(hub="MathArena/hmmt_nov_2025", split="train", question="problem", answer="answer", title="HMMT25 Nov"),
-    "hmmt26feb": dict(hub="MathArena/hmmt_feb_2026", split="train", question="problem", answer="answer", title="HMMT26 Feb"),
+    "aime24": dict(hub="HuggingFaceH4/aime_2024", split="train", question="problem", answer="answer", title="AIME24",
+                   aime=True),
+    "aime25": dict(hub="MathArena/aime_2025", split="train", question="problem", answer="answer", title="AIME25",
+                   aime=True),
+    "aime26": dict(hub="MathArena/aime_2026", split="train", question="problem", answer="answer", title="AIME26",
+                   aime=True),
+    "hmmt25feb": dict(hub="MathArena/hmmt_feb_2025", split="train", question="problem", answer="answer",
+                      title="HMMT25 Feb"),
+    "hmmt25nov": dict(hub="MathArena/hmmt_nov_2025", split="train", question="problem", answer="answer",
+                      title="HMMT25 Nov"),
+    "hmmt26feb": dict(hub="MathArena/hmmt_feb_2026", split="train", question="problem", answer="answer",
+                      title="HMMT26 Feb"),
     "brumo25": dict(hub="MathArena/brumo_2025", split="train", question="problem", answer="answer", title="Brumo25"),
     "math500": dict(hub="HuggingFaceH4/MATH-500", split="test", question="problem", answer="answer", title="MATH500"),
     "gsm8k": dict(hub="openai/gsm8k", config="main", split="test", question="question", answer="answer", title="GSM8K"),
@@ -46,7 +52,8 @@ BENCHMARKS = {
     # code_generation_lite's release files, --lcb_release, and the window --lcb_start/--lcb_end (read_livecodebench)
     "livecodebench": dict(hub="livecodebench/code_generation_lite", split="test", kind="code", title="LiveCodeBench"),
     # out of domain: four shuffled choices, a letter extracted (gpqa_rows, choice_letter); a gated hub dataset
-    "gpqa_diamond": dict(hub="Idavidrein/gpqa", config="gpqa_diamond", split="train", kind="choice", title="GPQA-Diamond"),
+    "gpqa_diamond": dict(hub="Idavidrein/gpqa", config="gpqa_diamond", split="train", kind="choice",
+                         title="GPQA-Diamond"),
 }
 PAPER = ["aime24", "aime25", "aime26", "hmmt25feb", "hmmt25nov", "hmmt26feb", "brumo25"]  # Table 1
 CODE_INSTRUCTION = "Write the complete solution in one ```python code block."
@@ -59,49 +66,66 @@ GPQA_INSTRUCTION = ("Answer the following multiple choice question. The last lin
                     "step before answering.")
 
 
+arg = delta.arg  # a dataclass field with a one-line help, as delta.py's Args
+
+
 @dataclass
 class EvalArgs:
-    model: str = field(default="", metadata={"help": "hub id or local path of the model to evaluate"})
-    model_name: str = field(default="", metadata={"help": "name in the table; default the path's last two parts"})
-    benchmarks: str = field(default="", metadata={"help": f"comma list of {', '.join(BENCHMARKS)}; 'paper' = the paper's seven"})
-    benchmark_dir: str = field(default="", metadata={"help": "offline copies in the hub's schema: DIR holding <name>.jsonl/.json/.parquet/.csv (livecodebench: also a folder of the hub's files), or name=path,name=path"})
-    data: str = field(default="", metadata={"help": "a local .json/.jsonl/.parquet benchmark: math answers or code tests (a run's held_out.jsonl as it was trained)"})
-    prompt_key: str = field(default="question", metadata={"help": "question column of --data; a dotted key reads a nested column"})
-    answer_key: str = field(default="answer", metadata={"help": "answer column of --data, e.g. reward_model.ground_truth; for --data_schema jsonl the spec column"})
-    data_schema: str = field(default="auto", metadata={"help": "auto: delta.py's held_out.jsonl as written, a code layout by its columns, else math | math | a code layout: deepcoder, primeintellect, apps, taco, livecodebench, jsonl"})
-    lcb_release: str = field(default="release_v5", metadata={"help": "LiveCodeBench release: release_vN / release_latest (files 1..N), vN (file N), vA_vB"})
-    lcb_start: str = field(default="", metadata={"help": "LiveCodeBench problems dated on or after YYYY-MM-DD"})
-    lcb_end: str = field(default="", metadata={"help": "LiveCodeBench problems dated on or before YYYY-MM-DD (at 00:00, as LiveCodeBench filters)"})
-    lcb_timeout: float = field(default=6.0, metadata={"help": (
-        "seconds per test (LiveCodeBench's): a test past it fails and ends the sample, whose tests stop "
-        "at the first failure; a sample gets (t + 1) x its tests + 5 in all, as LiveCodeBench's harness")})
-    lcb_wrap_stdin: bool = field(default=True, metadata={"help": "run LiveCodeBench's stdin programs as its harness does: top-level code wrapped in one function"})
-    lcb_extract: str = field(default="lcb", metadata={"help": (
-        "LiveCodeBench's code: lcb = its extract_code (the lines between the last two lines holding ```), "
-        "block = the graded python block (rewards.extract_code)")})
-    code_timeout: float = field(default=60.0, metadata={"help": (
-        "wall-clock cap of one --data code sample, all its tests together (its (--lcb_timeout + 1) x "
-        "tests + 5 when smaller); LiveCodeBench samples get their harness's bound")})
-    gpqa_shuffle_seed: int = field(default=0, metadata={"help": "seed of GPQA's choice order; each question is shuffled by it and its Record ID"})
-    gpqa_extract: str = field(default="tiers", metadata={"help": (
-        "GPQA's letter: tiers = choice_letter (lighteval's tiers, hedges and mixed letters read as no "
-        "choice), simple-evals = its first `Answer: X` (simple_evals_letter)")})
-    instruction: str = field(default="auto", metadata={"help": "appended to each math question; auto: as the rows or the model were trained (held_out.jsonl, delta_prompt.json), else the answer format's request unless the prompt makes one"})
-    answer_format: str = field(default="auto", metadata={"help": "where a math answer is stated: boxed | answer_line | last_number; auto: as the rows or the model were trained, else what the prompts ask for, else boxed"})
-    prompt_style: str = field(default="train", metadata={"help": "train: the training prompt | matharena: MathArena's instruction before the problem, AIME's integer hint"})
-    n_samples: int = field(default=16, metadata={"help": "samples per problem (the paper: 16)", "aliases": ["-n", "--num_samples"]})
-    max_new_tokens: int = field(default=30000, metadata={"help": "generation limit (the paper: 30,000)"})
-    temperature: float = field(default=1.0, metadata={"help": "sampling temperature; 0 = greedy"})
-    top_p: float = field(default=0.7, metadata={"help": "nucleus sampling"})
-    top_k: int = field(default=0, metadata={"help": "top-k sampling, 0 = off"})
-    gen_max_tokens: int = field(default=1 << 20, metadata={"help": "token budget of one generate call on one rank (sequences x (prompt + max_new_tokens))"})
-    limit: int = field(default=0, metadata={"help": "evaluate only the first N problems of each benchmark (0 = all)"})
-    seed: int = field(default=0, metadata={"help": "sampling seed (each rank adds its rank)"})
-    output_dir: str = field(default="eval_out", metadata={"help": "results.json and samples.jsonl go here"})
-    bf16: bool = field(default=True, metadata={"help": "on GPU, load the weights in bf16 (as lm-eval-harness and vLLM do)"})
-    vllm: bool = field(default=False, metadata={"help": "sample with vLLM (requirements-vllm.txt)"})
-    vllm_gpu_memory: float = field(default=0.9, metadata={"help": "share of GPU memory vLLM may take"})
-    vllm_max_model_len: int = field(default=0, metadata={"help": "vLLM's maximum sequence length; 0 = longest prompt + max_new_tokens"})
+    model: str = arg("", "hub id or local path of the model to evaluate")
+    model_name: str = arg("", "name in the table; default the path's last two parts")
+    benchmarks: str = arg("", f"comma list of {', '.join(BENCHMARKS)}; 'paper' = the paper's seven")
+    benchmark_dir: str = arg("", "offline copies in the hub's schema: DIR holding <name>.jsonl/.json/.parquet/.csv "
+                                 "(livecodebench: also a folder of the hub's files), or name=path,name=path")
+    data: str = arg("", "a local .json/.jsonl/.parquet benchmark: math answers or code tests (a run's "
+                        "held_out.jsonl as it was trained)")
+    prompt_key: str = arg("question", "question column of --data; a dotted key reads a nested column")
+    answer_key: str = arg("answer", "answer column of --data, e.g. reward_model.ground_truth; for --data_schema "
+                                    "jsonl the spec column")
+    data_schema: str = arg("auto", "auto: delta.py's held_out.jsonl as written, a code layout by its columns, else "
+                                   "math | math | a code layout: deepcoder, primeintellect, apps, taco, "
+                                   "livecodebench, jsonl")
+    lcb_release: str = arg("release_v5", "LiveCodeBench release: release_vN / release_latest (files 1..N), vN "
+                                         "(file N), vA_vB")
+    lcb_start: str = arg("", "LiveCodeBench problems dated on or after YYYY-MM-DD")
+    lcb_end: str = arg("", "LiveCodeBench problems dated on or before YYYY-MM-DD (at 00:00, as LiveCodeBench "
+                           "filters)")
+    lcb_timeout: float = arg(6.0, "seconds per test (LiveCodeBench's): a test past it fails and ends the sample, "
+                                  "whose tests stop at the first failure; a sample gets (t + 1) x its tests + 5 in "
+                                  "all, as LiveCodeBench's harness")
+    lcb_wrap_stdin: bool = arg(True, "run LiveCodeBench's stdin programs as its harness does: top-level code "
+                                     "wrapped in one function")
+    lcb_extract: str = arg("lcb", "LiveCodeBench's code: lcb = its extract_code (the lines between the last two "
+                                  "lines holding ```), block = the graded python block (rewards.extract_code)")
+    code_timeout: float = arg(60.0, "wall-clock cap of one --data code sample, all its tests together (its "
+                                    "(--lcb_timeout + 1) x tests + 5 when smaller); LiveCodeBench samples get "
+                                    "their harness's bound")
+    gpqa_shuffle_seed: int = arg(0, "seed of GPQA's choice order; each question is shuffled by it and its Record ID")
+    gpqa_extract: str = arg("tiers", "GPQA's letter: tiers = choice_letter (lighteval's tiers, hedges and mixed "
+                                     "letters read as no choice), simple-evals = its first `Answer: X` "
+                                     "(simple_evals_letter)")
+    instruction: str = arg("auto", "appended to each math question; auto: as the rows or the model were trained "
+                                   "(held_out.jsonl, delta_prompt.json), else the answer format's request unless "
+                                   "the prompt makes one")
+    answer_format: str = arg("auto", "where a math answer is stated: boxed | answer_line | last_number; auto: as "
+                                     "the rows or the model were trained, else what the prompts ask for, else boxed")
+    prompt_style: str = arg("train", "train: the training prompt | matharena: MathArena's instruction before the "
+                                     "problem, AIME's integer hint")
+    n_samples: int = field(default=16, metadata={"help": "samples per problem (the paper: 16)",
+                                                 "aliases": ["-n", "--num_samples"]})
+    max_new_tokens: int = arg(30000, "generation limit (the paper: 30,000)")
+    temperature: float = arg(1.0, "sampling temperature; 0 = greedy")
+    top_p: float = arg(0.7, "nucleus sampling")
+    top_k: int = arg(0, "top-k sampling, 0 = off")
+    gen_max_tokens: int = arg(1 << 20, "token budget of one generate call on one rank (sequences x (prompt + "
+                                       "max_new_tokens))")
+    limit: int = arg(0, "evaluate only the first N problems of each benchmark (0 = all)")
+    seed: int = arg(0, "sampling seed (each rank adds its rank)")
+    output_dir: str = arg("eval_out", "results.json and samples.jsonl go here")
+    precision: str = arg("auto", "as delta.py's: auto = bf16 on a GPU (weights loaded in bf16, as lm-eval-harness "
+                                 "and vLLM do), fp32 on a CPU | bf16 | fp32")
+    vllm: bool = arg(False, "sample with vLLM (requirements-vllm.txt)")
+    vllm_gpu_memory: float = arg(0.9, "share of GPU memory vLLM may take")
+    vllm_max_model_len: int = arg(0, "vLLM's maximum sequence length; 0 = longest prompt + max_new_tokens")
 
 
 # =====================================================================================
@@ -151,7 +175,8 @@ def summarize(records, n, kind="math"):
     accs = [sum(r["correct"] for r in rs) / len(rs) for rs in by_problem.values()]
     P = len(accs)
     out = {f"avg@{n}": sum(accs) / P if P else 0.0}
-    out["stderr"] = (math.sqrt(sum((a - out[f"avg@{n}"]) ** 2 for a in accs) / (P - 1)) / math.sqrt(P)) if P > 1 else 0.0
+    spread = math.sqrt(sum((a - out[f"avg@{n}"]) ** 2 for a in accs) / (P - 1)) if P > 1 else 0.0
+    out["stderr"] = spread / math.sqrt(P) if P > 1 else 0.0
     for k in sorted({2 ** i for i in range(int(math.log2(n)) + 1)} | {n}):
         out[f"pass@{k}"] = sum(pass_at_k(len(rs), round(sum(r["correct"] for r in rs)), k)
                                for rs in by_problem.values()) / max(P, 1)
@@ -266,7 +291,8 @@ def gpqa_rows(table, seed=0):
         order = list(range(4))
         random.Random(f"gpqa:{seed}:{key}").shuffle(order)
         options = "\n".join(f"{'ABCD'[j]}) {str(choices[k]).strip()}" for j, k in enumerate(order))
-        rows.append({"id": r.get("Record ID", i), "question": f"{GPQA_INSTRUCTION}\n\n{r['Question'].strip()}\n\n{options}",
+        question = f"{GPQA_INSTRUCTION}\n\n{r['Question'].strip()}\n\n{options}"
+        rows.append({"id": r.get("Record ID", i), "question": question,
                      "answer": "ABCD"[order.index(0)], "order": order})
     return rows
 
@@ -385,7 +411,8 @@ def code_to_grade(text, row, name, lcb_wrap=True, lcb_extract="lcb"):
 # and, in the two unanchored tiers, a text that names more than one letter ("I'd go with D, though B is tempting"
 # has no last-letter reading). Text after the last </think> when there is one.
 _L = r"(?<![A-Za-z0-9/])\(?([ABCD])\)?"  # a letter, perhaps in parentheses, not the end of a word or of "N/A"
-_OPEN = r"""(?:[\s*$({\["'“‘]|\\\(|\\\[|\\boxed\{|\\text(?:bf)?\{|\\mathrm\{)*"""  # markdown, quotes, $, \( \), \boxed{, \text{
+# markdown, quotes, $, \( \), \boxed{, \text{
+_OPEN = r"""(?:[\s*$({\["'“‘]|\\\(|\\\[|\\boxed\{|\\text(?:bf)?\{|\\mathrm\{)*"""
 _END = r"(?![A-Za-z0-9])"
 CHOICE_TIERS = [re.compile(p) for p in (
     rf"(?i:final answer)[^\n]{{0,100}}?(?i:\bis)\s*:?{_OPEN}{_L}{_END}",
@@ -482,7 +509,8 @@ def sample_benchmark(sampler, rows, kind, args, instruction, name="data", fmt="b
     if mine:
         texts = delta.decode_responses(tok, batch)
         verdicts, extracted = grade(texts, [rows[p] for p, _ in mine], kind, name, args, fmt)
-        for (p, s), text, ok, ex, length, trunc in zip(mine, texts, verdicts, extracted, batch["response_mask"].sum(1).tolist(),
+        lengths = batch["response_mask"].sum(1).tolist()
+        for (p, s), text, ok, ex, length, trunc in zip(mine, texts, verdicts, extracted, lengths,
                                                        batch["truncated"].tolist()):
             records.append({"benchmark": name, "problem_id": rows[p]["id"], "problem_index": p, "sample": s,
                             "response": text, "extracted": ex, "correct": ok, "length": length, "truncated": trunc})
@@ -512,7 +540,8 @@ def grade(texts, rows, kind, name, args=None, fmt="boxed"):
         extract = args.lcb_extract if args is not None else "lcb"
         graded = [code_to_grade(t, r, name, args.lcb_wrap_stdin if args is not None else True, extract)
                   for t, r in zip(texts, rows)]
-        verdicts = rewards.score_batch(graded, [r["answer"] for r in rows], "code", timeout=code_timeout(rows, name, args))
+        verdicts = rewards.score_batch(graded, [r["answer"] for r in rows], "code",
+                                       timeout=code_timeout(rows, name, args))
         entry = lambda spec: spec.get("entry_point") or spec.get("fn_name")  # the model's block, before any rewrite
         return verdicts, [rewards.extract_code(code_to_grade(t, r, name, False, extract), entry(r["answer"]))
                           for t, r in zip(texts, rows)]
@@ -534,8 +563,9 @@ def markdown_table(model_name, results, n):
 
 def sampler_args(args, longest_prompt):
     """delta.py's arguments for its sampler (HF generate or vLLM), from eval.py's."""
-    return delta.Args(seed=args.seed, precision="auto" if args.bf16 else "fp32", max_prompt_length=longest_prompt,
-                      max_new_tokens=args.max_new_tokens, top_p=args.top_p, top_k=args.top_k, gen_max_tokens=args.gen_max_tokens, vllm=args.vllm,
+    return delta.Args(seed=args.seed, precision=args.precision, max_prompt_length=longest_prompt,
+                      max_new_tokens=args.max_new_tokens, top_p=args.top_p, top_k=args.top_k,
+                      gen_max_tokens=args.gen_max_tokens, vllm=args.vllm,
                       vllm_gpu_memory=args.vllm_gpu_memory, vllm_max_model_len=args.vllm_max_model_len)
 
 
@@ -551,7 +581,10 @@ def validate(args):
     if args.data and not os.path.exists(args.data):
         raise delta.ArgumentError(f"--data {args.data}: no such file")
     if args.n_samples < 1 or args.max_new_tokens < 1 or args.temperature < 0 or args.gen_max_tokens < 1:
-        raise delta.ArgumentError("--n_samples, --max_new_tokens and --gen_max_tokens must be >= 1 and --temperature >= 0")
+        raise delta.ArgumentError("--n_samples, --max_new_tokens and --gen_max_tokens must be >= 1 and "
+                                  "--temperature >= 0")
+    if args.precision not in ("auto", "bf16", "fp32"):
+        raise delta.ArgumentError(f"--precision {args.precision!r}: use auto, bf16 or fp32")
     if args.prompt_style not in ("train", "matharena"):
         raise delta.ArgumentError(f"--prompt_style {args.prompt_style!r}: use train or matharena")
     if args.data_schema not in ("auto", "math") and args.data_schema not in CODE_SCHEMAS:
@@ -607,7 +640,7 @@ def main(args: EvalArgs):
     if empty:
         raise delta.ArgumentError(f"no problems in {empty} (LiveCodeBench: --lcb_release {args.lcb_release}, window "
                                   f"{args.lcb_start or '...'} to {args.lcb_end or '...'})")
-    bf16 = device.type == "cuda" and args.bf16
+    bf16 = delta.bf16_compute(args, device)
     if args.vllm:  # vLLM samples from the model folder; no second copy of the weights on the GPU
         model, tok = None, delta.load_tokenizer(args.model)
     else:

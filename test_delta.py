@@ -548,10 +548,14 @@ def test_baselines_train_through_the_same_path(tiny, algo):
     def run(name, mini_batch_prompts):
         r, batch, adv, packed, _ = fixed_rollout(tiny, algo=name)
         r.args.mini_batch_prompts = mini_batch_prompts
-        mask = batch["response_mask"]
-        weights = delta.entropy_top_mask(torch.rand(mask.shape), mask, 0.2).float() if name == "forking" else None
-        if r.algo["weights"] and name != "forking":
-            weights = r.algo["weights"](r, dict(batch=batch, adv=adv, features=packed, rows=r.rows, stats={}))
+        mask, weights = batch["response_mask"], None
+        if r.algo["weights"]:  # the algorithm's own weights, from the scoring pass's entropy and features
+            weights = r.algo["weights"](r, dict(batch=batch, adv=adv, features=packed, rows=r.rows, stats={},
+                                                entropy=r.entropy))
+        if name == "forking":  # the top 20 % of the valid tokens by entropy, counted by hand
+            values = r.entropy[mask].sort(descending=True).values
+            threshold = values[math.ceil(0.2 * len(values)) - 1]
+            assert torch.equal(weights, (mask & (r.entropy >= threshold)).float()) and 0 < weights.sum() < mask.sum()
         out = train(r, batch, adv, weights, delta.micro_batches(r, batch))
         assert math.isfinite(out["grad_norm"])
         return r.model.state_dict()
