@@ -158,6 +158,27 @@ def test_parking_the_trainer_while_vllm_samples_grows_vllms_share():
     assert host["the trainer's state, parked while vLLM is awake (exact-size pinned)"] == trainer
 
 
+def test_verls_recipe_micro_batch_is_booked():
+    """examples/verl_delta.sh runs without Ulysses sequence parallelism (the plugin refuses it): every GPU trains on
+    packed micro-batches of the recipe's actor.ppo_max_token_len_per_gpu tokens, booked for verl's own engine
+    (memory.verl_update: the LM head whole, with flash-attn's in-place cross-entropy or without it, as verl[vllm]
+    installs): at most 75 GiB for 8B and 14B either way; the plugin's features in host memory, exact size."""
+    import re
+    sys.path.insert(0, os.path.join(ROOT, "bench"))
+    import memory
+    tokens = int(re.search(r"ppo_max_token_len_per_gpu=(\d+)", open(os.path.join(
+        ROOT, "examples", "verl_delta.sh")).read()).group(1))
+    assert tokens == 24576
+    for size in ("8b", "14b"):
+        cfg = memory.read_config(os.path.join(ROOT, "bench", "configs", f"qwen3-{size}-base.json"))
+        for flash in (False, True):
+            held, host = memory.verl_update(cfg, Args(**RECIPE), 8, tokens, flash, 10240)
+            assert sum(held.values()) <= 75 * memory.GiB, (size, flash)
+            head = [x for k, x in held.items() if k.startswith("the head's backward")]
+            assert head == ([] if flash else [3 * tokens * cfg["vocab_size"] * 2]) or flash, (size, flash)
+            assert list(host.values()) == [256 * 10240 * cfg["hidden_size"] * 2]
+
+
 def test_memory_py_books_the_largest_micro_batch_that_delta_packs(tiny):
     """delta.micro_batches packs several rows up to --max_tokens_per_micro_batch padded tokens, so a micro-batch
     holds more than floor(budget / sequence) full rows (what memory.py booked: ~5 GiB low in the 8B update):

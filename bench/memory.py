@@ -7,11 +7,12 @@
 
 The arguments are delta.py's (same names, same defaults) plus --world_size, --mean_response_tokens (the
 expected response length: the features and the packing scale with it; default half of --max_new_tokens)
-and --gpu_gib (the GPU's memory, for vLLM's share; default 79.6, an 80 GB card). It prints each phase of an
-RL step (rl_step's generate, score, coefficients and update) with what it holds beyond the state held
-throughout, its total and the peak, for the features held on the GPU (delta.py's default, or in host memory when
-they do not fit: engines.feature_buffer), offloaded to pinned host memory, or not at all (DAPO); then the host
-memory a rank and a node hold.
+and --gpu_gib (the GPU's memory, for vLLM's share; default 79.6, an 80 GB card); --verl_tokens N prints verl's
+FSDP2 actor update on a micro-batch of N packed tokens instead (examples/verl_delta.sh, verl_update).
+Otherwise it prints each phase of an RL step (rl_step's generate, score, coefficients and update) with what it
+holds beyond the state held throughout, its total and the peak, for the features held on the GPU (delta.py's
+default, or in host memory when they do not fit: engines.feature_buffer), offloaded to pinned host memory, or not
+at all (DAPO); then the host memory a rank and a node hold.
 
 Where the figures come from: the weights, optimizer state, gradients, rollout tensors, features and KV cache
 are the sizes of the tensors delta.py makes; what a GPU holds beyond tensors (CUDA context, NCCL, the
@@ -256,6 +257,39 @@ def vllm_kv(cfg, args, world_size, fsdp, gpu_bytes):
     return share, kv, kv / per_token / (args.max_prompt_length + args.max_new_tokens)
 
 
+def verl_update(cfg, args, world_size, tokens, flash_attn=False, mean_response_tokens=None):
+    """Bytes per GPU of verl 0.9.1's FSDP2 actor update (examples/verl_delta.sh: gradient checkpointing, sequences
+    packed without padding, bf16 compute, entropy off) on one micro-batch of `tokens` packed tokens (the recipe's
+    actor.ppo_max_token_len_per_gpu), by arithmetic from verl's code, at the larger of two moments: the start of the
+    backward (the LM head's) and a decoder layer's recompute and backward. The decoder is delta.py's (the same HF
+    layers); the LM head runs whole (verl/workers/engine/fsdp/transformer_impl.py, prepare_model_outputs: [tokens, V]
+    logits, no slices), and its log-probs: with flash-attn, its cross-entropy kernel keeps the logits and writes
+    their gradient in place (inplace_backward); without it (what verl[vllm] installs), torch_functional.py's
+    logprobs_from_logits_v2 keeps every row's log_softmax output, and the backward holds the rows' gradients and
+    their stack, each [tokens, V] bf16. SDPA on packed rows builds a [tokens, tokens] mask and its float bias;
+    flash-attn's varlen kernel none. Also the plugin's host memory: v of every valid response token of the rank's
+    responses, exact-size pinned (examples/verl_delta.py, _host_buffer). ({item: bytes}, {host item: bytes})."""
+    s, n = shape(cfg), parameters(cfg)
+    H, L, V, I = s["H"], s["L"], s["V"], s["I"]
+    shard, cd = world_size, 2
+    square = 0 if flash_attn else tokens * tokens
+    held = {"weights (fp32, sharded)": 4 * n["total"] / shard, "AdamW state (fp32, sharded)": 8 * n["total"] / shard}
+    held.update(engines.gpu_margin(world_size))
+    held.update({"vLLM asleep": GiB, "gradients (fp32, sharded)": 4 * n["total"] / shard,
+                 "gathered weights (root, a layer)": cd * (n["root"] + n["layer"]),
+                 "checkpointed layers' inputs": L * tokens * H * cd})
+    logits = tokens * V * cd
+    head = {"the head's backward: logits [tokens, V] (bf16), their gradient written in place": logits} if flash_attn \
+        else {"the head's backward: every row's log_softmax output, the rows' gradients, their stack": 3 * logits}
+    layer = {"a layer's recompute (its saved tensors, the mask and its float bias) and backward":
+             tokens * saved_per_token(s, "bf16") + cd * (square + tokens * s["heads"] * s["hd"]) + square
+             + tokens * (4 * H + 6 * I) + 8 * n["layer"]}
+    held.update(max(head, layer, key=lambda d: sum(d.values())))
+    N = args.prompts_per_step // world_size * args.group_size
+    mean = args.max_new_tokens if mean_response_tokens is None else mean_response_tokens
+    return held, {"the plugin's features (bf16, every valid response token, exact-size pinned)": N * mean * H * 2}
+
+
 def table(cfg, args, world_size, mean_response_tokens, gpu_bytes):
     """Markdown: each phase's components and totals for DDP and FSDP2, GiB per GPU."""
     features = "none" if not delta.ALGOS[args.algo]["features"] else "offload" if args.offload_features else "packed"
@@ -287,8 +321,21 @@ def table(cfg, args, world_size, mean_response_tokens, gpu_bytes):
     return "\n".join(lines)
 
 
+def verl_table(cfg, args, world_size, tokens, mean):
+    """Markdown: verl's update micro-batch (verl_update) with SDPA and with flash-attn, GiB per GPU."""
+    results = {f: verl_update(cfg, args, world_size, tokens, f, mean) for f in (False, True)}
+    lines = [f"| GiB per GPU, verl's FSDP2 actor, {tokens:,} packed tokens | SDPA | flash-attn |", "|---|---|---|"]
+    for k in dict.fromkeys(k for f in results for k in results[f][0]):
+        lines.append(f"| {k} | " + " | ".join(f"{results[f][0].get(k, 0) / GiB:.1f}" for f in results) + " |")
+    lines.append("| **update: total** | " + " | ".join(f"**{sum(results[f][0].values()) / GiB:.1f}**" for f in results)
+                 + " |")
+    for k, x in results[False][1].items():
+        lines.append(f"| host, a rank: {k} | {x / GiB:.1f} | {x / GiB:.1f} |")
+    return "\n".join(lines)
+
+
 def main(argv):
-    options = {"--world_size": 8, "--mean_response_tokens": 0, "--gpu_gib": 79.6}
+    options = {"--world_size": 8, "--mean_response_tokens": 0, "--gpu_gib": 79.6, "--verl_tokens": 0}
     for flag in options:
         if flag in argv:
             i = argv.index(flag)
@@ -302,7 +349,10 @@ def main(argv):
           f"{world} GPUs of {options['--gpu_gib']} GiB; {args.prompts_per_step} x {args.group_size} responses a "
           f"step; prompt {args.max_prompt_length} + response {args.max_new_tokens} tokens, mean response {mean}; "
           f"--algo {args.algo}, gradient checkpointing {args.gradient_checkpointing}, vLLM {args.vllm}\n")
-    print(table(cfg, args, world, mean, options["--gpu_gib"] * GiB))
+    if options["--verl_tokens"]:  # verl's engine (examples/verl_delta.sh) instead of delta.py's
+        print(verl_table(cfg, args, world, int(options["--verl_tokens"]), mean))
+    else:
+        print(table(cfg, args, world, mean, options["--gpu_gib"] * GiB))
 
 
 if __name__ == "__main__":
