@@ -43,6 +43,7 @@ from dataclasses import dataclass, field
 
 import torch
 import torch.distributed as dist
+import torch.distributed.checkpoint as dist_cp
 import torch.distributed.checkpoint.state_dict as dcp
 import transformers
 from tqdm import tqdm
@@ -764,9 +765,9 @@ def setup_distributed(timeout_minutes=60):
 
 
 def expandable_segments():
-    """CUDA's caching allocator maps memory in pages instead of fixed blocks, so what a phase frees goes back whole
-    (features and activations change size every step); set before the first CUDA allocation, unless the user chose.
-    vLLM 0.32's sleep-mode pool turns it off inside its own pool (vllm/device_allocator/cumem.py, use_memory_pool)."""
+    """CUDA's allocator maps memory in pages, not fixed blocks, so what a phase frees goes back whole (features and
+    activations change size every step): set before its first allocation, unless the user chose. vLLM 0.32 turns it
+    off inside its own sleep-mode pool (vllm/device_allocator/cumem.py, use_memory_pool)."""
     name = "PYTORCH_ALLOC_CONF" if os.environ.get("PYTORCH_ALLOC_CONF") else "PYTORCH_CUDA_ALLOC_CONF"
     conf = os.environ.get(name, "")
     if "expandable_segments" not in conf:
@@ -865,28 +866,23 @@ CHECKPOINT_STATE = "state"  # a checkpoint's weights and AdamW state, as torch.d
 
 
 def save_checkpoint(run, step):
-    """The weights and AdamW state as each rank holds them (torch.distributed.checkpoint: every rank writes its own
-    shards, one file a tensor, so no rank gathers the whole state or holds more than one tensor in host memory; any
-    number of processes loads it), the model's config and tokenizer, every rank's RNG and the step (which fixes the
-    data order); written to a temporary folder, then renamed."""
-    import torch.distributed.checkpoint as dist_cp
-
+    """The weights and AdamW state as each rank holds them (torch.distributed.checkpoint: each rank writes its own
+    shards, one file a tensor, so none gathers the whole state; any process count loads them), the config and
+    tokenizer, every rank's RNG and the step (it fixes the data order); to a temporary folder, then renamed."""
     path = os.path.join(run.args.output_dir, f"checkpoint-{step}")
-    tmp = path + ".tmp"
+    tmp, rngs, model = path + ".tmp", [rng_state()], unwrap(run.train_model)
     if run.rank == 0:
         shutil.rmtree(tmp, ignore_errors=True)
-    rngs = [rng_state()]
     if run.world > 1:  # also orders the removal before every rank's writes
         rngs = [None] * run.world
         dist.all_gather_object(rngs, rng_state())
-    model = unwrap(run.train_model)
     state = {"model": dcp.get_model_state_dict(model), "optimizer": dcp.get_optimizer_state_dict(model, run.optimizer)}
     dist_cp.save(state, storage_writer=dist_cp.FileSystemWriter(os.path.join(tmp, CHECKPOINT_STATE),
                                                                 single_file_per_rank=False))
     if run.rank == 0:  # dist_cp.save returns on rank 0 once every rank's files and the metadata are written
-        unwrap(run.model).config.save_pretrained(tmp)
-        if unwrap(run.model).generation_config is not None:
-            unwrap(run.model).generation_config.save_pretrained(tmp)
+        model.config.save_pretrained(tmp)
+        if model.generation_config is not None:
+            model.generation_config.save_pretrained(tmp)
         save_folder_files(run, tmp)
         torch.save({"step": step, "rng": rngs, "world_size": run.world, "args": dataclasses.asdict(run.args)},
                    os.path.join(tmp, "trainer_state.pt"))
@@ -899,11 +895,8 @@ def save_checkpoint(run, step):
 
 
 def load_checkpoint_state(path, model, optimizer=None, no_dist=True):
-    """Fills `model` (whole, before sharding: each process reads every weight, no_dist) or, given the `optimizer`
-    after sharding, AdamW's state (each process reads its own shards, resharded for any process count) from a
-    checkpoint written by save_checkpoint."""
-    import torch.distributed.checkpoint as dist_cp
-
+    """From a checkpoint: the whole `model` before sharding (every process reads every weight), or given the
+    `optimizer`, AdamW's state after sharding (each process its own shards, for any process count)."""
     key, state = ("model", dcp.get_model_state_dict(model)) if optimizer is None else (
         "optimizer", dcp.get_optimizer_state_dict(model, optimizer))
     dist_cp.load({key: state}, checkpoint_id=os.path.join(path, CHECKPOINT_STATE), no_dist=no_dist)
@@ -955,8 +948,8 @@ def main(args):
         if state["world_size"] == world:
             rng_state(state["rng"][rank])
         else:  # other processes draw other samples: fresh generators per rank, seeded by the step
-            torch.manual_seed((args.seed + 1) * 1_000_003 + step * 101 + rank)
-            random.seed((args.seed + 1) * 1_000_003 + step * 101 + rank)
+            torch.manual_seed(seed := (args.seed + 1) * 1_000_003 + step * 101 + rank)
+            random.seed(seed)
     else:
         torch.manual_seed(args.seed + rank)  # sampling differs per rank
         random.seed(args.seed + rank)
