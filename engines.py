@@ -112,7 +112,8 @@ def micro_batch_bounds(args, world, seq):
     """The most a micro-batch of delta.micro_batches holds, for sequences of at most seq tokens: padded tokens b T
     (rows packed up to --max_tokens_per_micro_batch, several together; a longer sequence alone), the sum over its
     rows of T^2 (the attention mask's terms: with b T bounded and T <= seq, largest at floor(budget / seq) rows of
-    seq or at one row more of budget / b) and its response tokens b R."""
+    seq or at one row more of budget / b) and its response tokens b R (R / seq of them, every prompt seq - R long:
+    shorter prompts change only the head's slices, which --head_chunk_tokens caps)."""
     budget, rows, R = args.max_tokens_per_micro_batch, args.mini_batch_prompts // world * args.group_size, \
         args.max_new_tokens
     if seq >= budget:  # every row alone
@@ -120,7 +121,7 @@ def micro_batch_bounds(args, world, seq):
     tokens = min(budget, rows * seq)
     full = min(rows, budget // seq)
     square = max(full * seq * seq, budget * budget // (full + 1) if full < rows else 0)
-    return tokens, square, min(tokens, rows * R)
+    return tokens, square, min(rows * R, tokens * R // seq)
 
 
 def forward_bytes(H, I, V, tokens, square, head_tokens, res, cd):
