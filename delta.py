@@ -44,6 +44,7 @@ from dataclasses import dataclass, field
 
 import torch
 import torch.distributed as dist
+import torch.distributed.checkpoint as dist_cp
 import torch.distributed.checkpoint.state_dict as dcp
 import transformers
 from tqdm import tqdm
@@ -518,20 +519,13 @@ def score(run, batch, adv, plans, features):
 
 
 def feature_buffer(run, n, H):
-    """Where the scoring pass packs v: [n, H] in the features' dtype on the device, or with --offload_features in
-    host memory, pinned on a GPU machine. The host buffer is allocated once and grown by powers of two: the pinned
-    allocator rounds every request up to one and caches each size, so a fresh buffer per step would hold several."""
-    a, dtype = run.args, feature_dtype(run.args, run.device)
-    if not a.offload_features:
-        return torch.empty(n, H, dtype=dtype, device=run.device)
-    held = getattr(run, "host_features", None)
-    if held is None or held.numel() < n * H or held.dtype != dtype:
-        run.host_features = held = None  # the smaller block goes back before the larger one is taken
-        if torch.cuda.is_available():
-            torch.accelerator.empty_host_cache()
-        size = 1 << math.ceil(math.log2(max(1, n * H)))
-        run.host_features = torch.empty(size, dtype=dtype, pin_memory=torch.cuda.is_available())
-    return run.host_features[:n * H].view(n, H)
+    """Where the scoring pass packs v: [n, H] in the features' dtype on the device; with --offload_features, or on a
+    GPU that lacks the room, in host memory (engines.feature_buffer)."""
+    dtype = feature_dtype(run.args, run.device)
+    if run.args.offload_features or run.device.type == "cuda":
+        from engines import feature_buffer
+        return feature_buffer(run, n, H, dtype)
+    return torch.empty(n, H, dtype=dtype, device=run.device)
 
 
 def feature_norms(v, where, mask, chunk):
@@ -665,8 +659,9 @@ def weight_stats(run, lam, mask):
 # ======== 4. The engine seam: a sampler and a sharding strategy, the trainer's only ways to an engine ================
 # sampler: generate(prompt_ids, temperature, n, seed) -> (responses, log-probs or None), token ids in and out,
 #   plus tok, eos and device; HFSampler here, engines.VLLMSampler for --vllm (engines.py: only with its flags).
-# sharding: wrap, no_sync, gathered, zero_grad, model_state, optim_state, load_optim_state and `group` (None in
-#   one process), which the trainer passes to the copyable functions; DDP here, engines.FSDP2 for --fsdp.
+# sharding: wrap, no_sync, gathered, zero_grad, model_state, optim_state and `group` (None in one process), which
+#   the trainer passes to the copyable functions; DDP here, engines.FSDP2 for --fsdp. Checkpoints (section 5) are
+#   torch.distributed.checkpoint's, written and read as each rank holds its tensors, under either.
 class HFSampler:
     """HF `generate` on the training model, in calls of at most --gen_max_tokens tokens (the KV cache), as
     many on every rank (FSDP gathers in each). It draws from torch's global generator (checkpoints save it)."""
@@ -702,8 +697,8 @@ class HFSampler:
 
 
 class DDP:
-    """DDP under torchrun (the model itself in one process). The state dicts are the full, name-keyed ones,
-    so a checkpoint resumes under DDP or FSDP."""
+    """DDP under torchrun (the model itself in one process). The full, name-keyed state dicts (final/, the tests)
+    are the same under DDP and FSDP."""
 
     sharded = False  # every process holds the whole model (engines.FSDP2: True)
 
@@ -734,18 +729,14 @@ class DDP:
     def optim_state(self, model, optimizer):  # the full state keyed by parameter name (a collective under FSDP)
         return dcp.get_optimizer_state_dict(unwrap(model), optimizer, options=self.FULL)
 
-    def load_optim_state(self, model, optimizer, state):  # each rank takes its shard
-        options = dcp.StateDictOptions(full_state_dict=True)
-        dcp.set_optimizer_state_dict(unwrap(model), optimizer, state, options=options)
 
-
-def make_sampler(args, model, tok, source, sharding, rank=0):
+def make_sampler(args, model, tok, source, sharding, rank=0, optimizer=None):
     """HF generate, or with --vllm a vLLM engine per rank, built from the folder `source`, that receives `model`'s
     weights before every generation when given a model (eval.py samples from `source` as it is)."""
     if not args.vllm:
         return HFSampler(args, model, tok, eos_ids(source, tok), sharding)
     from engines import VLLMSampler
-    return VLLMSampler(args, model, tok, eos_ids(source, tok), sharding, rank, source)
+    return VLLMSampler(args, model, tok, eos_ids(source, tok), sharding, rank, source, optimizer)
 
 
 def eos_ids(source, tok):
@@ -800,6 +791,7 @@ def setup_distributed(timeout_minutes=60):
     world = int(os.environ.get("WORLD_SIZE", "1"))
     rank, local_rank = int(os.environ.get("RANK", "0")), int(os.environ.get("LOCAL_RANK", "0"))
     if torch.cuda.is_available():
+        expandable_segments()
         device = torch.device("cuda", local_rank)
         torch.cuda.set_device(device)
     else:
@@ -809,7 +801,20 @@ def setup_distributed(timeout_minutes=60):
     if world > 1:
         dist.init_process_group("nccl" if device.type == "cuda" else "gloo",
                                 timeout=datetime.timedelta(minutes=timeout_minutes))
+        if device.type == "cuda":  # NCCL makes its communicator at the first collective: now, before vLLM sizes
+            dist.barrier(device_ids=[device.index])  # itself by the free memory (FSDP2's 1-d mesh reuses this group)
     return rank, world, device
+
+
+def expandable_segments():
+    """CUDA's allocator maps memory in pages, not fixed blocks, so what a phase frees goes back whole (features and
+    activations change size every step): set before its first allocation, unless the user chose. vLLM 0.32 turns it
+    off inside its own sleep-mode pool (vllm/device_allocator/cumem.py, use_memory_pool)."""
+    name = "PYTORCH_ALLOC_CONF" if os.environ.get("PYTORCH_ALLOC_CONF") else "PYTORCH_CUDA_ALLOC_CONF"
+    conf = os.environ.get(name, "")
+    if "expandable_segments" not in conf:
+        os.environ[name] = conf = ",".join(filter(None, [conf, "expandable_segments:True"]))
+        torch._C._accelerator_setAllocatorSettings(conf)  # the whole string: torch resets the options it omits
 
 
 def clock(run):
@@ -896,39 +901,68 @@ def checkpoints(output_dir):
     return [os.path.join(output_dir, d) for d in sorted(found, key=lambda d: int(d.split("-")[1]))]
 
 
-def save_model(run, path, files=None):
-    """A Hugging Face folder with the prompt settings (eval.py reads them), written by rank 0 to a temporary folder,
-    then renamed. `files()`: more {name: object}, called after the weights are gathered (FSDP2 needs that order)."""
-    weights = run.sharding.model_state(run.train_model)  # a collective under FSDP
-    files = files() if files else {}  # a collective too
+def save_model(run, path):
+    """A Hugging Face folder with the prompt settings (eval.py reads them): the full weights gathered to rank 0 (a
+    collective under FSDP), written to a temporary folder, then renamed."""
+    weights = run.sharding.model_state(run.train_model)
     if run.rank == 0:
         tmp = path + ".tmp"
         shutil.rmtree(tmp, ignore_errors=True)
         unwrap(run.model).save_pretrained(tmp, state_dict=dict(weights))
-        run.tok.save_pretrained(tmp)
-        with open(os.path.join(tmp, PROMPT_FILE), "w") as f:
-            json.dump({"instruction": run.args.instruction, "answer_format": answer_format(run.args),
-                       "chat_template": bool(run.tok.chat_template)}, f)
-        for name, obj in files.items():
-            torch.save(obj, os.path.join(tmp, name))
+        save_folder_files(run, tmp)
         shutil.rmtree(path, ignore_errors=True)
         os.replace(tmp, path)
 
 
+def save_folder_files(run, folder):  # the tokenizer and the prompt settings, beside a model's config
+    run.tok.save_pretrained(folder)
+    with open(os.path.join(folder, PROMPT_FILE), "w") as f:
+        json.dump({"instruction": run.args.instruction, "answer_format": answer_format(run.args),
+                   "chat_template": bool(run.tok.chat_template)}, f)
+
+
+CHECKPOINT_STATE = "state"  # a checkpoint's weights and AdamW state, as torch.distributed.checkpoint writes them
+
+
 def save_checkpoint(run, step):
-    """The HF model, the optimizer's full state, every rank's RNG and the step (which fixes the data order)."""
-    rngs = [rng_state()]
-    if run.world > 1:
+    """The weights and AdamW state as each rank holds them (torch.distributed.checkpoint: each rank writes its own
+    shards, one file a tensor, so none gathers the whole state; any process count loads them), the config and
+    tokenizer, every rank's RNG and the step (it fixes the data order); to a temporary folder, then renamed."""
+    path = os.path.join(run.args.output_dir, f"checkpoint-{step}")
+    tmp, rngs, model = path + ".tmp", [rng_state()], unwrap(run.train_model)
+    if run.rank == 0:
+        shutil.rmtree(tmp, ignore_errors=True)
+    if run.world > 1:  # also orders the removal before every rank's writes
         rngs = [None] * run.world
         dist.all_gather_object(rngs, rng_state())
-    state = {"step": step, "rng": rngs, "world_size": run.world, "args": dataclasses.asdict(run.args)}
-    save_model(run, os.path.join(run.args.output_dir, f"checkpoint-{step}"), lambda: {
-        "trainer_state.pt": state, "optimizer.pt": run.sharding.optim_state(run.train_model, run.optimizer)})
-    if run.rank == 0:
+    state = {"model": dcp.get_model_state_dict(model), "optimizer": dcp.get_optimizer_state_dict(model, run.optimizer)}
+    dist_cp.save(state, storage_writer=dist_cp.FileSystemWriter(os.path.join(tmp, CHECKPOINT_STATE),
+                                                                single_file_per_rank=False))
+    if run.rank == 0:  # dist_cp.save returns on rank 0 once every rank's files and the metadata are written
+        model.config.save_pretrained(tmp)
+        if model.generation_config is not None:
+            model.generation_config.save_pretrained(tmp)
+        save_folder_files(run, tmp)
+        torch.save({"step": step, "rng": rngs, "world_size": run.world, "args": dataclasses.asdict(run.args)},
+                   os.path.join(tmp, "trainer_state.pt"))
+        shutil.rmtree(path, ignore_errors=True)
+        os.replace(tmp, path)
         for old in checkpoints(run.args.output_dir)[:-run.args.keep_checkpoints]:
             shutil.rmtree(old)
     if run.world > 1:
         dist.barrier()
+
+
+def load_checkpoint_state(path, model, optimizer=None, no_dist=True):
+    """From a checkpoint: the whole `model` before sharding (every process reads every weight), or given the
+    `optimizer`, AdamW's state after sharding (each process its own shards, for any process count)."""
+    key, state = ("model", dcp.get_model_state_dict(model)) if optimizer is None else (
+        "optimizer", dcp.get_optimizer_state_dict(model, optimizer))
+    dist_cp.load({key: state}, checkpoint_id=os.path.join(path, CHECKPOINT_STATE), no_dist=no_dist)
+    if optimizer is None:
+        dcp.set_model_state_dict(model, state)
+    else:
+        dcp.set_optimizer_state_dict(model, optimizer, state)
 
 
 def main(args):
@@ -970,11 +1004,14 @@ def main(args):
     run = make_run(args, model, tok, source, rank, world, device, train_rows, eval_rows)
     total_steps = args.max_steps or args.epochs * (len(train_rows) // args.prompts_per_step)
     step = 0
-    if state:  # the optimizer's state memory-mapped: a node's ranks share the page cache, each copies its shard
-        optim = torch.load(os.path.join(ckpts[-1], "optimizer.pt"), mmap=True, weights_only=False)
-        run.sharding.load_optim_state(run.train_model, run.optimizer, optim)
-        rng_state(state["rng"][rank])
+    if state:  # AdamW's state resharded onto this run's processes; the same process count resumes exactly
+        load_checkpoint_state(ckpts[-1], unwrap(run.train_model), run.optimizer, no_dist=world == 1)
         step = state["step"]
+        if state["world_size"] == world:
+            rng_state(state["rng"][rank])
+        else:  # other processes draw other samples: fresh generators per rank, seeded by the step
+            torch.manual_seed(seed := (args.seed + 1) * 1_000_003 + step * 101 + rank)
+            random.seed(seed)
     else:
         torch.manual_seed(args.seed + rank)  # sampling differs per rank
         random.seed(args.seed + rank)
@@ -1042,9 +1079,20 @@ def make_run(args, model, tok, source, rank=0, world=1, device=torch.device("cpu
                                 group=sharding.group, train_rows=train_rows, eval_rows=eval_rows, reward_stats={},
                                 reward=reward_kind(args, train_rows), reward_seconds=0.0,
                                 router_coef=router_loss_coef(model.config))  # an MoE's load balancing
-    run.sampler = make_sampler(args, model, tok, source, sharding, rank)  # after sharding: vLLM sees what is left
     run.optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=args.weight_decay)
+    optimizer_state_now(run.optimizer)  # before vLLM sizes itself by the free memory
+    run.sampler = make_sampler(args, model, tok, source, sharding, rank, run.optimizer)  # sees what is left
     return run
+
+
+def optimizer_state_now(optimizer):
+    """AdamW's moments made now as its first step would make them (zeros, step 0: torch/optim/adam.py, _init_group),
+    not at the first step, after vLLM has taken the memory they need."""
+    for group in optimizer.param_groups:
+        for p in group["params"]:
+            if not optimizer.state[p]:
+                optimizer.state[p] = {"step": torch.tensor(0.0), "exp_avg": torch.zeros_like(p),
+                                      "exp_avg_sq": torch.zeros_like(p)}
 
 
 def reward_kind(args, rows):
@@ -1059,7 +1107,12 @@ def load_model(name_or_path, device, dtype=torch.float32):
     """Model and tokenizer through from_pretrained, in eval mode with every dropout off: the ratio pi / pi_old
     compares two passes of one deterministic network (the update switches to training mode for checkpointing)."""
     straight = device.type == "cuda" and importlib.util.find_spec("accelerate")  # onto the GPU, no host copy per rank
-    model = AutoModelForCausalLM.from_pretrained(name_or_path, dtype=dtype, device_map=device if straight else None)
+    if os.path.isdir(os.path.join(name_or_path, CHECKPOINT_STATE)):  # delta.py's checkpoint: the config, then its
+        with torch.device(device):  # weights from torch.distributed.checkpoint's files
+            model = AutoModelForCausalLM.from_config(transformers.AutoConfig.from_pretrained(name_or_path), dtype=dtype)
+        load_checkpoint_state(name_or_path, model)
+    else:
+        model = AutoModelForCausalLM.from_pretrained(name_or_path, dtype=dtype, device_map=device if straight else None)
     model = model.to(device)
     if model_problem(model.config):
         raise ArgumentError(f"{name_or_path}: {model_problem(model.config)}")
@@ -1231,6 +1284,8 @@ class Args:
     feature_chunk_tokens: int = arg(65536, "tokens per chunk when Sec. 3.2 streams offloaded features")
     vllm: bool = arg(False, "sample rollouts and evaluations with a colocated vLLM engine (requirements-vllm.txt)")
     vllm_gpu_memory: float = arg(0.0, "share of GPU memory vLLM takes (weights, KV cache); 0 = what the trainer leaves")
+    vllm_offload_trainer: bool = arg(False, "--vllm: the trainer's weights and AdamW state wait in host memory while "
+                                            "vLLM is awake, so vLLM's share (its KV cache) grows by them")
     vllm_max_batched_tokens: int = arg(8192, "tokens vLLM schedules in one forward (also sizes its profiling peak)")
     vllm_max_model_len: int = arg(0, "vLLM's maximum sequence length; 0 = max_prompt_length + max_new_tokens")
     is_cap: float = arg(2.0, "--vllm: the cap C of the importance weight min(pi_old / pi_vllm, C); 0 = off")
@@ -1302,6 +1357,7 @@ def validate_args(a: Args, world_size: int = 1) -> None:
     need(a.epochs > 0 or a.max_steps > 0, "give --max_steps > 0 or --epochs > 0")
     need(not a.warm_start_only or not a.model, "--warm_start_only warms up the tiny default: give no --model")
     need(not a.resume or a.output_dir, "--resume needs the --output_dir of the run to continue")
+    need(a.vllm or not a.vllm_offload_trainer, "--vllm_offload_trainer frees the trainer's memory for vLLM: add --vllm")
     if a.vllm:
         from engines import vllm_problem  # installed, and a model length that fits the responses
         need(not vllm_problem(a), vllm_problem(a))
@@ -1380,7 +1436,9 @@ def check_resume(args, ckpts, world):
         raise ArgumentError(f"--resume: no checkpoint in {args.output_dir}")
     state = torch.load(os.path.join(ckpts[-1], "trainer_state.pt"), weights_only=False)
     if state["world_size"] != world:
-        raise ArgumentError(f"{ckpts[-1]} was written by {state['world_size']} processes; resume with as many")
+        print(f"{ckpts[-1]} was written by {state['world_size']} processes, resumed on {world}: weights and AdamW "
+              "state resharded, the sampling generators seeded afresh (the same count resumes exactly)",
+              file=sys.stderr)
     saved = state["args"]
     changed = [f"--{k} {saved[k]!r} (now {getattr(args, k)!r})" for k in RESUME_FIXED
                if saved.get(k) != getattr(args, k)]

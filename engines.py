@@ -1,11 +1,14 @@
 """The engines beyond the design card's DDP and Hugging Face generation, behind delta.py's seam, and the
 optional packages' integrations.
 
-    FSDP2         --fsdp: parameters, gradients and optimizer state sharded over the processes
-    VLLMSampler   --vllm: rollouts and evaluations sampled by a colocated vLLM engine (vllm_problem: its checks)
-    metrics_sink  --report_to tensorboard | wandb
+    FSDP2           --fsdp: parameters, gradients and optimizer state sharded over the processes
+    gpu_margin      what a GPU holds beyond the trainer's tensors and vLLM's share, item by item
+    feature_buffer  where DelTA's features go: the GPU, or host memory (--offload_features, or when the GPU is short)
+    VLLMSampler     --vllm: rollouts and evaluations sampled by a colocated vLLM engine (vllm_problem: its checks)
+    metrics_sink    --report_to tensorboard | wandb
 
-delta.py imports this file only when one of these flags is set, and this file imports nothing of delta.py.
+delta.py imports this file only when one of these flags is set or on a GPU, and this file imports nothing of
+delta.py (bench/memory.py books its figures with the functions here).
 The seam (see delta.py, section 4): a sharding strategy gives wrap, no_sync, gathered, zero_grad and the state
 dicts (FSDP2 overrides the first four; delta.py's DDP supplies the full, name-keyed state dicts, which DCP
 gathers from either); a sampler turns prompt token ids into response token ids (and their log-probs).
@@ -15,6 +18,7 @@ import gc
 import os
 import random
 import sys
+import weakref
 
 import torch
 
@@ -23,8 +27,7 @@ class FSDP2:
     """FSDP2's fully_shard on every decoder layer, then on the root (embeddings, final norm and LM head stay
     one unit, so tied embeddings stay tied); with self.bf16 (a GPU by default) the layers gather bf16 copies of
     the fp32 shards and gradients are reduced in fp32. Parameters become DTensors in place, so the optimizer is
-    built after wrap(). Mixed into delta.DDP, whose state dicts (torch.distributed.checkpoint's full, name-keyed
-    ones) work for both."""
+    built after wrap(). Mixed into delta.DDP, whose full, name-keyed state dicts work for both."""
 
     sharded = True  # parameters, gradients and optimizer state split over the processes
 
@@ -64,15 +67,187 @@ class FSDP2:
                 m.reshard()
 
 
-VLLM_HEADROOM = 6 << 30  # bytes of a GPU left to the CUDA context, NCCL, the allocator's slack and the rollout
+GiB = 1 << 30
+KEPT_FREE = 5 * GiB  # a GPU's memory no item books, kept free at the peak (80 GB cards: the peak stays <= 75 GiB)
 
 
-def vllm_memory_share(total_bytes, n_params, world, fsdp):
+def gpu_margin(world):
+    """Bytes of a GPU outside the trainer's tensors and vLLM's share, item by item (bench/memory.py books each,
+    bench/gpu_check.py measures the first on a lent GPU); vLLM's share leaves them and KEPT_FREE."""
+    return {"CUDA context and loaded kernels": 1 * GiB,  # 0.27-0.43 GiB at the first op with lazy loading
+            # (pytorch/pytorch#86509, #109888); torch's, NCCL's and vLLM's kernels all load into this one context
+            "NCCL communicator (made before vLLM sizes itself)": 3 * GiB // 2 if world > 1 else 0,  # ~1.6 GB after
+            # one all-reduce (NVIDIA/nccl#864), more channels for more bandwidth (#986)
+            "the allocator's slack (expandable segments)": 1 * GiB}  # blocks cached but free between phases
+
+
+def trainer_bytes(n_params, world, fsdp):
+    """What the trainer holds on a GPU between steps: fp32 weights and AdamW's two moments (sharded under FSDP),
+    and DDP's gradient buckets on several processes."""
+    return n_params * (12 if fsdp else 16 if world > 1 else 12) / (world if fsdp else 1)
+
+
+def vllm_memory_share(total_bytes, n_params, world, fsdp, trainer_parked=False):
     """The share of a GPU vLLM may take (weights, activations, KV cache) when it is awake, which is only while
-    the trainer generates: then the trainer holds its fp32 weights and AdamW moments (sharded under FSDP) and
-    DDP's gradient buckets, and VLLM_HEADROOM more. bench/memory.py books the same bytes."""
-    held = n_params * (12 if fsdp else 16 if world > 1 else 12) / (world if fsdp else 1)
-    return max(0.05, min(0.9, (total_bytes - held - VLLM_HEADROOM) / total_bytes))
+    the trainer generates: the rest of the GPU holds the trainer (unless --vllm_offload_trainer parks it in host
+    memory meanwhile), gpu_margin's items and KEPT_FREE. bench/memory.py books the same bytes."""
+    held = 0 if trainer_parked else trainer_bytes(n_params, world, fsdp)
+    free = total_bytes - held - sum(gpu_margin(world).values()) - KEPT_FREE
+    return max(0.05, min(0.9, free / total_bytes))
+
+
+def param_counts(model):
+    """Parameter counts of a model (a real one or one on the meta device): total, one decoder layer, the root (what
+    is not in a layer: embeddings, final norm, head), and the weights matmuls use (what autocast copies to bf16)."""
+    layers = [m for m in model.modules() if type(m).__name__ in (getattr(model, "_no_split_modules", None) or ())]
+    params = dict(model.named_parameters())  # a tied head appears once
+    total, layer = sum(p.numel() for p in params.values()), sum(p.numel() for p in layers[0].parameters())
+    embed = model.get_input_embeddings().weight
+    tied = model.get_output_embeddings() is None or model.get_output_embeddings().weight is embed
+    matmul = sum(p.numel() for p in params.values() if p.dim() >= 2) - (0 if tied else embed.numel())
+    return dict(total=total, layer=layer, root=total - len(layers) * layer, linear=matmul)
+
+
+def micro_batch_bounds(args, world, seq):
+    """The most a micro-batch of delta.micro_batches holds, for sequences of at most seq tokens: padded tokens b T
+    (rows packed up to --max_tokens_per_micro_batch, several together; a longer sequence alone), the sum over its
+    rows of T^2 (the attention mask's terms: with b T bounded and T <= seq, largest at floor(budget / seq) rows of
+    seq or at one row more of budget / b) and its response tokens b R (R / seq of them, every prompt seq - R long:
+    shorter prompts change only the head's slices, which --head_chunk_tokens caps)."""
+    budget, rows, R = args.max_tokens_per_micro_batch, args.mini_batch_prompts // world * args.group_size, \
+        args.max_new_tokens
+    if seq >= budget:  # every row alone
+        return seq, seq * seq, min(seq, R)
+    tokens = min(budget, rows * seq)
+    full = min(rows, budget // seq)
+    square = max(full * seq * seq, budget * budget // (full + 1) if full < rows else 0)
+    return tokens, square, min(rows * R, tokens * R // seq)
+
+
+def forward_bytes(H, I, V, tokens, square, head_tokens, res, cd):
+    """A micro-batch's forward beyond the weights: the LM head's input h, and the larger of a decoder layer's
+    working set (MLP, the boolean mask and its float bias) and a head slice's fp32 scores (logits / T, softmax,
+    their product). res: bytes of the residual stream, cd: of the compute dtype."""
+    layer = tokens * (res * H + cd * 3 * I) + square * (1 + cd)
+    return tokens * res * H + max(layer, head_tokens * V * 3 * 4)
+
+
+def device_free_bytes(device):
+    """Bytes a GPU can still give: free, and cached by torch's allocator but unused (None off a GPU)."""
+    if device.type != "cuda":
+        return None
+    return torch.cuda.mem_get_info(device)[0] + torch.cuda.memory_reserved(device) - torch.cuda.memory_allocated(device)
+
+
+def score_margin(run):
+    """What the scoring pass and Sec. 3.2 need on the GPU beside the features: a micro-batch's forward (at the most
+    delta.micro_batches packs), old log-probs and entropy, the gathered weights, one fp32 chunk of the features and
+    the per-token vectors (bench/memory.py's score and coefficients phases)."""
+    a, model = run.args, run.model
+    cfg, n = model.config, param_counts(model)
+    H, V = cfg.hidden_size, cfg.vocab_size
+    I = (getattr(cfg, "moe_intermediate_size", 0) or 0) * (getattr(cfg, "num_experts_per_tok", 0) or 0) \
+        or cfg.intermediate_size
+    N, R, P = a.prompts_per_step // run.world * a.group_size, a.max_new_tokens, a.max_prompt_length
+    cd, fsdp = 2 if run.sharding.bf16 else 4, run.sharding.sharded
+    res = 2 if fsdp and run.sharding.bf16 else 4
+    tokens, square, response = micro_batch_bounds(a, run.world, P + R)
+    weights = cd * (n["root"] + n["layer"]) if fsdp else 2 * n["linear"] if run.sharding.bf16 else 0
+    side = N * R
+    forward = forward_bytes(H, I, V, tokens, square, min(a.head_chunk_tokens, response), res, cd)
+    coefficients = min(a.feature_chunk_tokens, side) * H * 4 + side * 40
+    return max(forward, coefficients) + 8 * N * R + weights
+
+
+def pinned_empty(numel, dtype):
+    """A host tensor of exactly numel elements, page-locked on a GPU machine: torch's pinned allocator rounds every
+    request up to a power of two and caches each size (aten CachingHostAllocator), so this registers plain memory
+    instead, as torch's own checkpoint stager does (torch/cuda/_pin_memory_utils.py), and unregisters it when freed."""
+    t = torch.empty(numel, dtype=dtype)
+    if torch.cuda.is_available() and numel:
+        from torch.cuda import _pin_memory_utils as pins
+        pins.pin_memory(t.data_ptr(), t.numel() * t.element_size())
+        weakref.finalize(t.untyped_storage(), pins.unpin_memory, t.data_ptr())
+    return t
+
+
+def feature_buffer(run, n, H, dtype):
+    """Where the scoring pass packs DelTA's v: [n, H] on the GPU when it fits beside what scoring and Sec. 3.2 need
+    (score_margin) and KEPT_FREE, else in host memory, as --offload_features asks always (responses grow during
+    training: a run falls back by itself, and says so once). The host buffer is one exact-size block, kept and
+    grown to a step's need; Sec. 3.2 streams it in chunks either way."""
+    a, nbytes = run.args, n * H * dtype.itemsize
+    free = device_free_bytes(run.device)
+    host = a.offload_features or (free is not None and nbytes > free - score_margin(run) - KEPT_FREE)
+    if not host:
+        return torch.empty(n, H, dtype=dtype, device=run.device)
+    if not a.offload_features and not getattr(run, "features_fell_back", False):
+        run.features_fell_back = True
+        print(f"DelTA's features ({nbytes / GiB:.1f} GiB) do not fit the GPU ({free / GiB:.1f} GiB free, "
+              f"{score_margin(run) / GiB:.1f} GiB needed beside them): they go to host memory "
+              "(--offload_features makes it the rule)", file=sys.stderr)
+    held = getattr(run, "host_features", None)
+    if held is None or held.numel() < n * H or held.dtype != dtype:
+        run.host_features = held = None  # the smaller block goes back before the larger one is taken
+        run.host_features = held = pinned_empty(n * H, dtype)
+    return held[:n * H].view(n, H)
+
+
+def storages(tensors):
+    """The distinct, non-empty storages of some tensors (DTensors: their local shards)."""
+    from torch.distributed._tools.common_utils import get_untyped_storages
+
+    found = {}
+    for t in tensors:
+        for st in get_untyped_storages(t):
+            if st.nbytes():
+                found.setdefault(st._cdata, st)  # the storage itself: its data pointer changes with resize_
+    return list(found.values())
+
+
+def as_bytes(st):
+    return torch.empty(0, dtype=torch.uint8, device=st.device).set_(st, 0, (st.nbytes(),), (1,))
+
+
+class Parking:
+    """--vllm_offload_trainer: the trainer's weights, gradients (DDP's buckets) and AdamW state moved to exact-size
+    pinned host memory while vLLM is awake, storage by storage (every tensor keeps its identity: FSDP's shards, the
+    optimizer's references, DDP's bucket views), and back. The host blocks are made once and reused."""
+
+    def __init__(self, model, optimizer):
+        self.model, self.optimizer, self.host, self.parked = model, optimizer, {}, []
+
+    def tensors(self):  # on the model's device; AdamW's steps are 0-d host tensors
+        params = list(self.model.parameters())
+        state = [t for s in (self.optimizer.state.values() if self.optimizer is not None else ()) for t in s.values()
+                 if isinstance(t, torch.Tensor) and t.dim() > 0]
+        device = next(iter(storages(params[:1])), None)
+        return [t for t in params + [p.grad for p in params if p.grad is not None] + state
+                if device is None or all(st.device == device.device for st in storages([t]))]
+
+    @torch.no_grad()
+    def park(self):
+        for st in storages(self.tensors()):
+            host = self.host.get(st._cdata)
+            if host is None or host.numel() != st.nbytes():
+                host = self.host[st._cdata] = pinned_empty(st.nbytes(), torch.uint8)
+            host.copy_(as_bytes(st), non_blocking=True)
+            self.parked.append((st, st.nbytes(), host))
+        if torch.cuda.is_available():
+            torch.cuda.synchronize()  # the copies are complete before the memory is given back
+        for st, _, _ in self.parked:
+            st.resize_(0)
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
+
+    @torch.no_grad()
+    def restore(self):
+        for st, nbytes, host in self.parked:
+            st.resize_(nbytes)
+            as_bytes(st).copy_(host, non_blocking=True)
+        self.parked = []
+        if torch.cuda.is_available():
+            torch.cuda.synchronize()
 
 
 class VLLMSampler:
@@ -80,11 +255,13 @@ class VLLMSampler:
     parallel 1, seeded per rank; under torchrun vLLM's external_launcher joins the trainer's process
     group. Built once from the model folder `source`; when given the training `model`, it starts from dummy
     weights, receives all of the model's weights before every generation (FSDP: full tensors gathered on every
-    rank in the same order) and, on GPUs, sleeps (weights and KV cache released) while the trainer trains.
-    The trainer's own scoring pass stays the source of old log-probs and DelTA's features; the sampled tokens'
-    log-probs that vLLM returns measure the drift and weight the truncated importance-sampling correction."""
+    rank in the same order) and, on GPUs, sleeps (weights and KV cache released) while the trainer trains, each
+    wake checked against the free memory first. With --vllm_offload_trainer the trainer's weights and AdamW state
+    wait in host memory while vLLM is awake (`optimizer`: the trainer's). The trainer's own scoring pass stays the
+    source of old log-probs and DelTA's features; the sampled tokens' log-probs that vLLM returns measure the
+    drift and weight the truncated importance-sampling correction."""
 
-    def __init__(self, args, model, tok, eos, sharding, rank, source):
+    def __init__(self, args, model, tok, eos, sharding, rank, source, optimizer=None):
         os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")  # in-process: the weights can be pushed
         device, gpu = sharding.device, sharding.device.type == "cuda"
         if not gpu:
@@ -94,17 +271,21 @@ class VLLMSampler:
         self.args, self.model, self.tok, self.eos, self.device = args, model, tok, eos, device
         self.dtype = torch.bfloat16 if sharding.bf16 else torch.float32
         self.max_len = args.vllm_max_model_len or args.max_prompt_length + args.max_new_tokens
+        self.parking = Parking(model, optimizer) if args.vllm_offload_trainer and model is not None else None
         kwargs = dict(model=source, dtype="bfloat16" if self.dtype == torch.bfloat16 else "float32",
                       max_model_len=self.max_len, seed=args.seed + rank,
                       logprobs_mode="processed_logprobs",  # at the rollout temperature
                       load_format="dummy" if model is not None else "auto",  # pushed before every generation
                       enforce_eager=not gpu)
+        n = sum(p.numel() for p in model.parameters()) if model is not None else 0
+        if self.parking is not None:
+            self.parking.park()  # vLLM sizes itself with the trainer's state in host memory
         if gpu:
             gc.collect()
             torch.cuda.empty_cache()  # vLLM sizes itself by the free memory: the trainer's cache goes back first
-            n = sum(p.numel() for p in model.parameters()) if model is not None else 0
-            self.share = args.vllm_gpu_memory or vllm_memory_share(torch.cuda.mem_get_info(device)[1], n,
-                                                                   sharding.world, sharding.sharded)
+            self.total = torch.cuda.mem_get_info(device)[1]
+            self.share = args.vllm_gpu_memory or vllm_memory_share(self.total, n, sharding.world, sharding.sharded,
+                                                                   self.parking is not None)
             kwargs.update(gpu_memory_utilization=self.share, enable_sleep_mode=True,  # TRL: the profiler's default
                           max_num_batched_tokens=args.vllm_max_batched_tokens)  # batch misleads it; this sizes it
         if sharding.world > 1:
@@ -119,20 +300,45 @@ class VLLMSampler:
             print(f"vLLM: {share}a KV cache for {self.concurrency:.1f} sequences of {self.max_len} tokens at once",
                   file=sys.stderr)
         self.sleeps = model is not None and gpu
-        if self.sleeps:
+        if self.sleeps:  # what a wake takes back: all that the sleep frees; the weights' part is their bf16 size
+            awake = torch.cuda.mem_get_info(device)[0]
             self.engine.sleep(level=2)
+            gc.collect()
+            torch.cuda.empty_cache()
+            freed = torch.cuda.mem_get_info(device)[0] - awake
+            self.wake_bytes = {"weights": min(freed, n * self.dtype.itemsize)}
+            self.wake_bytes["kv_cache"] = freed - self.wake_bytes["weights"]
+        if self.parking is not None:
+            self.parking.restore()
+
+    def wake(self, tag):
+        """vLLM's wake_up(tags=[tag]), once the GPU is seen to have the memory it takes back (a wake that does not fit
+        fails inside vLLM's allocator, maybe hours into a run): else a clear error naming the flag to change."""
+        gc.collect()
+        torch.cuda.empty_cache()  # what vLLM's wake_up does first (vllm/device_allocator/cumem.py, wake_up)
+        free, need = torch.cuda.mem_get_info(self.device)[0], self.wake_bytes[tag]
+        if free < need:
+            lower = max(0.05, self.share - (need - free) / self.total - 0.02)
+            raise RuntimeError(
+                f"vLLM's {tag} need {need / GiB:.1f} GiB to wake, but the GPU has {free / GiB:.1f} GiB free (the "
+                f"trainer holds {torch.cuda.memory_reserved(self.device) / GiB:.1f} GiB): lower --vllm_gpu_memory "
+                f"(now {self.share:.2f}; {lower:.2f} fits this step), or free the trainer's memory while vLLM is "
+                "awake with --vllm_offload_trainer")
+        self.engine.wake_up(tags=[tag])
 
     @torch.no_grad()
     def push_weights(self):
         """Every parameter in one reload_weights call (vLLM fuses q/k/v and gate/up: a partial push corrupts
         them), then a fresh prefix cache. Under no_grad: FSDP's full_tensor() gathers build no graph."""
         if self.sleeps:
-            self.engine.wake_up(tags=["weights"])
+            self.wake("weights")
         tensors = ((name, (p.full_tensor() if hasattr(p, "full_tensor") else p).detach().to(self.dtype))
                    for name, p in self.model.named_parameters())
         self.engine.collective_rpc("reload_weights", kwargs={"weights_iterator": tensors})
+        if self.parking is not None:  # pushed: the trainer's state waits in host memory until vLLM sleeps
+            self.parking.park()
         if self.sleeps:
-            self.engine.wake_up(tags=["kv_cache"])
+            self.wake("kv_cache")
         self.engine.reset_prefix_cache()
 
     def generate(self, prompt_ids, temperature, n=1, seed=0):
@@ -152,10 +358,11 @@ class VLLMSampler:
         outs = self.engine.generate(prompts, params, use_tqdm=False) if prompt_ids else []
         if self.sleeps:
             self.engine.sleep(level=2)
+        if self.parking is not None:
+            self.parking.restore()
         completions = [c for o in outs for c in o.outputs]
         return ([list(c.token_ids) for c in completions],
                 [[d[t].logprob for t, d in zip(c.token_ids, c.logprobs)] for c in completions])
-
 
     def close(self):
         """Shut the engine down now: vLLM freezes the garbage collector's view of it, so `del` may never free its

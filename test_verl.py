@@ -602,6 +602,117 @@ def test_recipe_config_is_the_papers_in_verls_hydra():
     assert actor.optim.lr_warmup_steps == 0 and not cfg.trainer.use_v1 and env.DELTA_SCOPE == "global"
     assert all(isinstance(v, str) for v in env.values())  # Ray's env_vars are strings
     assert cfg.data.max_prompt_length + cfg.data.max_response_length <= actor.ppo_max_token_len_per_gpu
+    assert cfg.data.filter_overlong_prompts and list(cfg.trainer.logger) == ["console"]  # no wandb login needed
+
+
+def recipe_config(**changes):
+    """examples/verl_delta.sh's overrides composed in verl's hydra config, with `changes` (key=value) appended."""
+    verl = pytest.importorskip("verl")
+    from hydra import compose, initialize_config_dir
+    overrides = subprocess.run(["bash", os.path.join(ROOT, "examples", "verl_delta.sh"), "--print"],
+                               capture_output=True, text=True, check=True).stdout.splitlines()
+    with initialize_config_dir(os.path.join(os.path.dirname(verl.__file__), "trainer", "config"), version_base=None):
+        return compose("ppo_trainer", overrides=overrides + [f"{k}={v}" for k, v in changes.items()])
+
+
+def test_the_recipe_starts_with_what_verl_installs(tiny):
+    """verl[vllm]==0.9.1 installs no flash-attn, and verl's actor loads its model with flash_attention_2 unless the
+    config names another (verl/workers/config/model.py, HFModelConfig): the recipe's setting loads the model as
+    verl's engine does, where the default fails."""
+    from transformers import AutoModelForCausalLM
+    cfg = recipe_config(**{"actor_rollout_ref.model.path": tiny})
+    attn = cfg.actor_rollout_ref.model.override_config.get("attn_implementation", "flash_attention_2")  # verl's read
+    assert AutoModelForCausalLM.from_pretrained(tiny, attn_implementation=attn).config._attn_implementation == attn
+    try:
+        import flash_attn  # noqa: F401
+    except ImportError:  # this venv, as verl[vllm] installs it: verl's default would not start
+        with pytest.raises(ImportError, match="FlashAttention2"):
+            AutoModelForCausalLM.from_pretrained(tiny, attn_implementation="flash_attention_2")
+
+
+REFUSALS = r"""
+import functools, os, sys, types, warnings
+sys.path.insert(0, sys.argv[1])
+import verl
+verl.__version__ = "0.9.2"
+try:
+    import verl_delta
+    print("imported")
+except ImportError as e:
+    print("refused:", e)
+os.environ["DELTA_VERL_VERSION"] = "0.9.2"  # a version the tests passed on, accepted
+import verl_delta
+from verl.workers.engine.fsdp.transformer_impl import FSDPEngineWithLMHead
+from verl.workers.engine_workers import TrainingWorker
+from verl.workers.utils.losses import ppo_loss
+
+def start(engine, mode="delta", sp=1):  # what ActorRolloutRefWorker.init_model does with its actor
+    worker = types.SimpleNamespace(engine=engine, loss_fn=None)
+    engine.ulysses_sequence_parallel_size = sp
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        try:
+            TrainingWorker.set_loss_fn(worker, functools.partial(ppo_loss, config={"policy_loss": {"loss_mode": mode}}))
+            print("started", [str(w.message) for w in seen])
+        except NotImplementedError as e:
+            print("refused:", e)
+
+class MegatronEngineWithLMHead: pass
+start(MegatronEngineWithLMHead())
+start(object.__new__(FSDPEngineWithLMHead), sp=4)
+start(object.__new__(FSDPEngineWithLMHead))
+start(object.__new__(FSDPEngineWithLMHead), mode="vanilla")
+"""
+
+
+def test_the_plugin_refuses_at_the_workers_start_what_it_cannot_run():
+    """At load (the import verl's worker makes, then the actor's set_loss_fn in init_model, before any rollout):
+    another verl version is refused unless DELTA_VERL_VERSION names it; an actor on another engine (Megatron's
+    module is a list: the first log-prob pass would die on get_decoder) or with Ulysses sequence parallelism is
+    refused with what to set; loss_mode left at vanilla with the plugin loaded warns that verl's own loss trains."""
+    p = subprocess.run([sys.executable, "-c", REFUSALS, os.path.join(ROOT, "examples")], capture_output=True,
+                       text=True, cwd=ROOT, env=dict(os.environ, PYTHONWARNINGS="ignore"))
+    assert p.returncode == 0, p.stderr[-3000:]
+    out = p.stdout.splitlines()
+    assert out[0].startswith("refused: verl_delta relies on verl 0.9.1") and "DELTA_VERL_VERSION=0.9.2" in out[0]
+    assert out[1].startswith("refused: DelTA in verl needs its FSDP engine (actor.strategy=fsdp or fsdp2)")
+    assert "MegatronEngineWithLMHead" in out[1]
+    assert out[2].startswith("refused: DelTA with Ulysses") and "ulysses_sequence_parallel_size=1" in out[2]
+    assert out[3] == "started []"
+    assert out[4].startswith("started [") and "loss_mode is 'vanilla'" in out[4] and "loss_mode=delta" in out[4]
+
+
+def test_deepmath_is_written_as_verls_parquet_with_delta_pys_split(tiny, tmp_path):
+    """examples/deepmath_to_verl.py: DeepMath-103K's columns (question, final_answer) as verl's parquet: test holds
+    the rows delta.py holds out (the first --eval_size), the prompt is delta.py's (question, newline, the boxed
+    instruction), verl's RLHFDataset reads it and drops a prompt longer than data.max_prompt_length when the
+    recipe's filter_overlong_prompts is on, and verl's scorer for its data_source grades a boxed answer 1 / 0."""
+    import datasets
+    from omegaconf import OmegaConf
+    from transformers import AutoTokenizer
+    from verl.utils.dataset.rl_dataset import RLHFDataset
+    from verl.utils.reward_score import default_compute_score
+    sys.path.insert(0, ROOT)
+    import delta
+
+    source = tmp_path / "deepmath.parquet"
+    questions = [f"What is {a} + {a}?" for a in range(5)] + ["Add " + "1 + " * 200 + "1."]
+    datasets.Dataset.from_list([{"question": q, "final_answer": str(i), "difficulty": 1.0, "topic": "arithmetic",
+                                 "r1_solution_1": "..."} for i, q in enumerate(questions)]).to_parquet(str(source))
+    out = tmp_path / "verl"
+    p = subprocess.run([sys.executable, os.path.join(ROOT, "examples", "deepmath_to_verl.py"), "--source", str(source),
+                        "--out", str(out), "--eval_size", "2"], capture_output=True, text=True, cwd=ROOT)
+    assert p.returncode == 0, p.stderr[-3000:]
+    test = datasets.load_dataset("parquet", data_files=str(out / "test.parquet"), split="train")
+    assert [r["reward_model"]["ground_truth"] for r in test] == ["0", "1"]  # delta.py's held-out rows
+    assert test[0]["prompt"] == [{"role": "user", "content": f"{questions[0]}\n{delta.PROMPT_INSTRUCTION}"}]
+    tok = AutoTokenizer.from_pretrained(tiny)
+    tok.chat_template = "{% for m in messages %}{{ m['content'] }}{% endfor %}"
+    config = OmegaConf.create(dict(recipe_config().data, cache_dir=str(tmp_path / "cache"), max_prompt_length=64))
+    train = RLHFDataset(str(out / "train.parquet"), tok, config)
+    assert len(train) == 3 and train[0]["data_source"] == "lighteval/MATH"  # the over-long prompt dropped
+    assert default_compute_score("lighteval/MATH", "so it is \\boxed{4}", "4") == 1.0
+    assert default_compute_score("lighteval/MATH", "so it is \\boxed{5}", "4") == 0.0
 
 
 if __name__ == "__main__":

@@ -7,21 +7,25 @@
 
 The arguments are delta.py's (same names, same defaults) plus --world_size, --mean_response_tokens (the
 expected response length: the features and the packing scale with it; default half of --max_new_tokens)
-and --gpu_gib (the GPU's memory, for vLLM's share; default 79.6, an 80 GB card). It prints each phase of an
-RL step (rl_step's generate, score, coefficients and update) with what it holds beyond the state held
-throughout, its total and the peak, for the features held on the GPU (delta.py's default), offloaded to
-pinned host memory, or not at all (DAPO).
+and --gpu_gib (the GPU's memory, for vLLM's share; default 79.6, an 80 GB card); --verl_tokens N prints verl's
+FSDP2 actor update on a micro-batch of N packed tokens instead (examples/verl_delta.sh, verl_update).
+Otherwise it prints each phase of an RL step (rl_step's generate, score, coefficients and update) with what it
+holds beyond the state held throughout, its total and the peak, for the features held on the GPU (delta.py's
+default, or in host memory when they do not fit: engines.feature_buffer), offloaded to pinned host memory, or not
+at all (DAPO); then the host memory a rank and a node hold.
 
 Where the figures come from: the weights, optimizer state, gradients, rollout tensors, features and KV cache
-are the sizes of the tensors delta.py makes; what a decoder layer saves for backward is counted from
-autograd's saved tensors (`saved_per_token`, checked against saved_tensors_hooks by the tests); everything
-else (gathered weights, transients of a phase) is read from delta.py, FSDP2 and transformers. The whole model
+are the sizes of the tensors delta.py makes; what a GPU holds beyond tensors (CUDA context, NCCL, the
+allocator's slack) is engines.gpu_margin's, item by item, from the sources named there; what a decoder layer saves
+for backward is counted from autograd's saved tensors (`saved_per_token`, checked against saved_tensors_hooks by
+the tests); everything else (gathered weights, transients of a phase) is read from delta.py, FSDP2 and
+transformers. The whole model
 is checked against the live bytes of the real rl_step on the CPU with the GPU's dtypes, phase by phase, in
 DDP and FSDP2 on 2 processes (bench/memory_measured.py, and a test at one shape).
 """
 import json
-import math
 import os
+import re
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -56,21 +60,14 @@ def shape(cfg):
 
 def parameters(cfg):
     """Parameter counts read off the model itself, built on the meta device from its config (any family that
-    transformers knows): total, one decoder layer, the root (what is not in a layer: embeddings, final norm, head),
-    and the weights that matmuls use (what autocast copies to bf16: all but the input embedding and the norms)."""
+    transformers knows): engines.param_counts (total, one decoder layer, the root, the weights matmuls use)."""
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM
 
     config = AutoConfig.for_model(**{k: v for k, v in cfg.items() if k not in ("architectures", "torch_dtype")})
     with torch.device("meta"):
         model = AutoModelForCausalLM.from_config(config)
-    layers = [m for m in model.modules() if type(m).__name__ in (model._no_split_modules or ())]
-    params = dict(model.named_parameters())  # a tied head appears once
-    total, layer = sum(p.numel() for p in params.values()), sum(p.numel() for p in layers[0].parameters())
-    embed = model.get_input_embeddings().weight
-    tied = model.get_output_embeddings() is None or model.get_output_embeddings().weight is embed
-    matmul = sum(p.numel() for p in params.values() if p.dim() >= 2) - (0 if tied else embed.numel())
-    return dict(total=total, layer=layer, root=total - len(layers) * layer, linear=matmul)
+    return engines.param_counts(model)
 
 
 def saved_per_token(s, mode):
@@ -84,19 +81,23 @@ def saved_per_token(s, mode):
     return per[0] * H + per[1] * I + per[2] * (q + k) + 8 * heads + 4 * kv + 8
 
 
-def micro_batch(args, world_size, seq):
-    """The largest micro-batch delta.micro_batches makes: rows of a mini-batch on this rank that fit
-    --max_tokens_per_micro_batch padded tokens (a longer sequence goes alone), and its padded length."""
-    per_mini = args.mini_batch_prompts // world_size * args.group_size
-    return max(1, min(per_mini, args.max_tokens_per_micro_batch // seq)), seq
+def value_cache_in_key_dtype(version=None):
+    """Whether HF's KV cache keeps V in K's dtype: transformers < 5.24 (requirements-vllm.txt pins 5.16-5.19) makes
+    both caches in K's dtype (cache_utils.py, DynamicLayer.lazy_initialization) and torch.cat promotes V's bf16
+    into it, so under autocast (K fp32 through k_norm's fp32 weight) V is fp32 too; 5.24 makes V in its own."""
+    import transformers
+
+    return tuple(int(x) for x in re.findall(r"\d+", version or transformers.__version__)[:2]) < (5, 24)
 
 
 def estimate(cfg, args, world_size, fsdp, features="packed", mean_response_tokens=None, gpu=True,
-             prompt_tokens=None, gpu_bytes=79.6 * GiB):
-    """Bytes per GPU: ({phase: {component: bytes}}, pinned host bytes). Phase "always" is held through a step;
-    each of PHASES adds its own. features: packed (on the GPU) | offload | none. gpu: the GPU's dtypes
-    (delta.bf16_compute: --precision auto is bf16 there); on the CPU they follow --precision.
-    prompt_tokens: the longest prompt (default --max_prompt_length)."""
+             prompt_tokens=None, gpu_bytes=79.6 * GiB, transformers_version=None):
+    """Bytes per GPU: ({phase: {component: bytes}}, {host item: bytes per rank}). Phase "always" is held through a
+    step; each of PHASES adds its own. features: packed (on the GPU; on a GPU where they do not fit beside the
+    scoring pass, in host memory as engines.feature_buffer decides) | offload | none. gpu: the GPU's dtypes
+    (delta.bf16_compute: --precision auto is bf16 there) and what a GPU holds beyond tensors (engines.gpu_margin);
+    on the CPU the dtypes follow --precision. prompt_tokens: the longest prompt (default --max_prompt_length).
+    transformers_version: the KV cache's V dtype follows it (default: the installed one)."""
     s, n = shape(cfg), parameters(cfg)
     H, L, V, I = s["H"], s["L"], s["V"], s["I"]
     bf16 = args.precision == "bf16" or (args.precision == "auto" and gpu)
@@ -113,16 +114,30 @@ def estimate(cfg, args, world_size, fsdp, features="packed", mean_response_token
               "AdamW state (fp32 exp_avg, exp_avg_sq)": 8 * n["total"] / shard}
     if world_size > 1 and not fsdp:  # DDP's buckets hold the gradients (gradient_as_bucket_view) for good
         always["gradients (fp32, DDP's buckets)"] = 4 * n["total"]
+    trainer = sum(always.values())
+    if gpu:  # not tensors: the CUDA context, NCCL, the allocator's slack (engines.gpu_margin, item by item)
+        always.update(engines.gpu_margin(world_size))
     rollout = N * seq * (8 + 1) + N * R * 1  # input_ids int64, attention_mask and response_mask bool
     phases = {"always": always}
+    host = {}
 
     # --- generate: HF generate on the training weights, or vLLM awake beside the trainer
     if args.vllm:
-        share = args.vllm_gpu_memory or engines.vllm_memory_share(gpu_bytes, n["total"], world_size, fsdp)
-        phases["generate"] = {"vLLM (weights, activations, KV cache)": share * gpu_bytes}
+        parked = args.vllm_offload_trainer
+        share = args.vllm_gpu_memory or engines.vllm_memory_share(gpu_bytes, n["total"], world_size, fsdp, parked)
+        largest = max(V * H, I * H)  # the largest parameter, gathered in fp32 and cast to bf16 for the push
+        push = {"vLLM's weights (bf16), awake for the push": 2 * n["total"],
+                "the largest parameter gathered (fp32) and cast (bf16) for the push": 6 * largest}
+        sampling = {"vLLM (weights, activations, KV cache)": share * gpu_bytes}
+        if parked:  # pushed, the trainer's state waits in pinned host memory until vLLM sleeps
+            sampling["trainer's weights and AdamW state parked in host memory (--vllm_offload_trainer)"] = -trainer
+            host["the trainer's state, parked while vLLM is awake (exact-size pinned)"] = trainer
+        phases["generate"] = max(push, sampling, key=lambda d: sum(d.values()))
     else:
         calls = max(1, min(N, args.gen_max_tokens // seq))
-        kv_bytes = {"fp32": 8, "autocast": 6, "bf16": 4}[mode]  # K and V: under autocast K is fp32 (k_norm's weight)
+        v_bytes = 4 if mode == "fp32" or (mode == "autocast" and value_cache_in_key_dtype(transformers_version)) \
+            else 2  # V: bf16 under autocast unless the cache keeps it in K's fp32 (value_cache_in_key_dtype)
+        kv_bytes = {"fp32": 4, "autocast": 4, "bf16": 2}[mode] + v_bytes  # K: fp32 under autocast (k_norm's weight)
         gen = {"KV cache of one generate call": calls * (seq - 1) * L * s["kv"] * s["hd"] * kv_bytes,
                "ids, and the larger of the prefill's layer and a token's logits processing": calls * seq * 16 + max(
                    calls * P * (res * H * 3 + cd * 3 * I) + calls * P * P * (1 + cd), calls * V * (cd + 4 * 4))}
@@ -133,23 +148,30 @@ def estimate(cfg, args, world_size, fsdp, features="packed", mean_response_token
         phases["generate"] = gen
 
     # --- score: one no-grad forward per micro-batch; old log-probs, entropy and (DelTA) the packed features
-    b, T = micro_batch(args, world_size, seq)
+    tokens, square, response = engines.micro_batch_bounds(args, world_size, seq)
     f_dtype = {"auto": cd, "bf16": 2, "fp32": 4}[args.feature_dtype]
-    feat = side * H * f_dtype if features == "packed" else 0
     kept = {"rollout tensors (ids, masks)": rollout, "old log-probs and entropy (fp32)": 8 * N * R}
-    chunk = min(args.head_chunk_tokens, b * R)
-    layer_forward = b * T * (res * H + cd * 3 * I) + b * T * T * (1 + cd)  # MLP, the mask and its float bias
-    head_scores = chunk * V * 3 * 4  # fp32 logits / T, softmax, their product (the entropy)
+    chunk = min(args.head_chunk_tokens, response)
     forward = {"a micro-batch's forward: h, and the larger of a layer's working set and a head slice's logits":
-               b * T * res * H + max(layer_forward, head_scores)}
+               engines.forward_bytes(H, I, V, tokens, square, chunk, res, cd)}
     score = dict(kept, **forward)
     if fsdp:  # the root (embeddings, head) stays gathered from forward to backward; the layers one at a time
         score["gathered weights (root, a layer)"] = cd * (n["root"] + n["layer"])
     elif bf16:
         score["autocast's bf16 weight copies"] = 2 * n["linear"]
+    if features == "packed" and gpu:  # engines.feature_buffer: host memory when they do not fit beside scoring
+        asleep = GiB if args.vllm else 0
+        room = gpu_bytes - engines.KEPT_FREE - sum(always.values()) - asleep - sum(score.values())
+        coefficients = min(args.feature_chunk_tokens, side) * H * 4 + side * 40
+        features = "packed" if side * H * f_dtype + max(0, coefficients - sum(forward.values())) <= room else "host"
+    feat = side * H * f_dtype if features == "packed" else 0
     if features != "none":
-        score["DelTA features v (packed)"] = feat
+        score["DelTA features v (packed)" if features == "packed" else
+              "DelTA features v: in host memory (do not fit the GPU)" if features == "host" else
+              "DelTA features v: in host memory (--offload_features)"] = feat
         score["their advantages and positions"] = side * 12 * 2  # fp32 + int64, and their concatenation
+    if features in ("offload", "host"):  # one exact-size pinned block (engines.feature_buffer)
+        host["DelTA's features (exact-size pinned)"] = side * H * f_dtype
     phases["score"] = score
 
     # --- coefficients (Sec. 3.2): the features in chunks of feature_chunk_tokens, cast to fp32 one at a time
@@ -171,14 +193,15 @@ def estimate(cfg, args, world_size, fsdp, features="packed", mean_response_token
     elif world_size == 1:
         upd["gradients (fp32)"] = 4 * n["total"]
     copies = 2 * n["linear"] if mode == "autocast" else 0  # autocast's bf16 copies of the linear weights
-    per_layer = b * T * saved_per_token(s, mode) + b * cd * (T * T + T * s["heads"] * s["hd"])  # + the mask's bias
-    whole = b * T * (8 + 1 + 8) + b * T * T + b * R * H * res  # ids, masks, positions, SDPA's bool mask, the head's h
+    # a layer's saved tensors per token, and per row the mask's float bias (T^2) and SDPA's output (T heads hd)
+    per_layer = tokens * saved_per_token(s, mode) + cd * (square + tokens * s["heads"] * s["hd"])
+    whole = tokens * (8 + 1 + 8) + square + response * H * res  # ids, masks, positions, SDPA's bool mask, head's h
     layer_grads = (2 * cd + 4) * n["layer"] + cd * V * H * (not s["tied"]) if fsdp else 0  # the next layer gathered,
     # this one's unsharded gradients and their fp32 copy for the reduce-scatter, the head's gradient
     head_forward, head_backward = chunk * V * (cd + 2 * 4), chunk * V * (cd + 5 * 4)  # fp32 logits, softmax, grads
-    layer_backward = b * T * (2 * res * H + 3 * cd * I) + layer_grads
+    layer_backward = tokens * (2 * res * H + 3 * cd * I) + layer_grads
     if args.gradient_checkpointing:  # each layer keeps its input; in backward one layer at a time is recomputed
-        inputs = L * b * T * H * res + whole
+        inputs = L * tokens * H * res + whole
         forward = {"checkpointed layers' inputs": inputs, "autocast's bf16 weight copies (cached)": copies,
                    "a head slice's forward (fp32 logits)": head_forward}
         backward = {"checkpointed layers' inputs": inputs, "one layer recomputed": per_layer + copies / L,
@@ -196,10 +219,21 @@ def estimate(cfg, args, world_size, fsdp, features="packed", mean_response_token
     phases["update"] = upd
     for ph in ("score", "coefficients", "update") if args.vllm else ():  # level-2 sleep returns weights and KV
         phases[ph]["vLLM asleep (CUDA graphs, buffers; not measured here)"] = 1 * GiB  # cache; the rest stays
-    host = 0
-    if features == "offload":  # pinned, grown by powers of two (delta.feature_buffer)
-        host = 2 ** math.ceil(math.log2(max(1, side * H))) * f_dtype
     return phases, host
+
+
+def host_memory(cfg, args, world_size, fsdp, host, per_node=8):
+    """Host memory a node holds beyond the processes themselves (Python, CUDA's host side and loaded libraries are
+    not booked): each rank's pinned blocks (`host`, from estimate), a checkpoint's writes (torch.distributed.
+    checkpoint, one tensor at a time a rank: the largest shard), and the full fp32 weights rank 0 gathers once to
+    write final/. Bytes: {item: per node}."""
+    n, s = parameters(cfg), shape(cfg)
+    shard = world_size if fsdp else 1
+    node = {k: x * per_node for k, x in host.items()}
+    node["a checkpoint's writes: the largest tensor a rank holds (fp32), each rank"] = \
+        4 * max(s["V"] * s["H"], s["I"] * s["H"]) / shard * per_node
+    node["final/: the full fp32 weights on rank 0, once at the end"] = 4 * n["total"]
+    return node
 
 
 def peaks(phases):
@@ -214,12 +248,46 @@ def vllm_kv(cfg, args, world_size, fsdp, gpu_bytes):
     tokens and the sampler's fp32 logits for 1,024 sequences, vLLM's default on 80 GB cards) and about 1 GiB of
     CUDA graphs. vLLM logs the real figure when it starts (delta.py prints it)."""
     s, n = shape(cfg), parameters(cfg)
-    share = args.vllm_gpu_memory or engines.vllm_memory_share(gpu_bytes, n["total"], world_size, fsdp)
+    share = args.vllm_gpu_memory or engines.vllm_memory_share(gpu_bytes, n["total"], world_size, fsdp,
+                                                              args.vllm_offload_trainer)
     tokens = args.vllm_max_batched_tokens
     profile = tokens * (4 * s["H"] + 3 * s["I"]) * 2 + 1024 * s["V"] * 4 * 2
     kv = share * gpu_bytes - 2 * n["total"] - profile - GiB
     per_token = 2 * s["L"] * s["kv"] * s["hd"] * 2
     return share, kv, kv / per_token / (args.max_prompt_length + args.max_new_tokens)
+
+
+def verl_update(cfg, args, world_size, tokens, flash_attn=False, mean_response_tokens=None):
+    """Bytes per GPU of verl 0.9.1's FSDP2 actor update (examples/verl_delta.sh: gradient checkpointing, sequences
+    packed without padding, bf16 compute, entropy off) on one micro-batch of `tokens` packed tokens (the recipe's
+    actor.ppo_max_token_len_per_gpu), by arithmetic from verl's code, at the larger of two moments: the start of the
+    backward (the LM head's) and a decoder layer's recompute and backward. The decoder is delta.py's (the same HF
+    layers); the LM head runs whole (verl/workers/engine/fsdp/transformer_impl.py, prepare_model_outputs: [tokens, V]
+    logits, no slices), and its log-probs: with flash-attn, its cross-entropy kernel keeps the logits and writes
+    their gradient in place (inplace_backward); without it (what verl[vllm] installs), torch_functional.py's
+    logprobs_from_logits_v2 keeps every row's log_softmax output, and the backward holds the rows' gradients and
+    their stack, each [tokens, V] bf16. SDPA on packed rows builds a [tokens, tokens] mask and its float bias;
+    flash-attn's varlen kernel none. Also the plugin's host memory: v of every valid response token of the rank's
+    responses, exact-size pinned (examples/verl_delta.py, _host_buffer). ({item: bytes}, {host item: bytes})."""
+    s, n = shape(cfg), parameters(cfg)
+    H, L, V, I = s["H"], s["L"], s["V"], s["I"]
+    shard, cd = world_size, 2
+    square = 0 if flash_attn else tokens * tokens
+    held = {"weights (fp32, sharded)": 4 * n["total"] / shard, "AdamW state (fp32, sharded)": 8 * n["total"] / shard}
+    held.update(engines.gpu_margin(world_size))
+    held.update({"vLLM asleep": GiB, "gradients (fp32, sharded)": 4 * n["total"] / shard,
+                 "gathered weights (root, a layer)": cd * (n["root"] + n["layer"]),
+                 "checkpointed layers' inputs": L * tokens * H * cd})
+    logits = tokens * V * cd
+    head = {"the head's backward: logits [tokens, V] (bf16), their gradient written in place": logits} if flash_attn \
+        else {"the head's backward: every row's log_softmax output, the rows' gradients, their stack": 3 * logits}
+    layer = {"a layer's recompute (its saved tensors, the mask and its float bias) and backward":
+             tokens * saved_per_token(s, "bf16") + cd * (square + tokens * s["heads"] * s["hd"]) + square
+             + tokens * (4 * H + 6 * I) + 8 * n["layer"]}
+    held.update(max(head, layer, key=lambda d: sum(d.values())))
+    N = args.prompts_per_step // world_size * args.group_size
+    mean = args.max_new_tokens if mean_response_tokens is None else mean_response_tokens
+    return held, {"the plugin's features (bf16, every valid response token, exact-size pinned)": N * mean * H * 2}
 
 
 def table(cfg, args, world_size, mean_response_tokens, gpu_bytes):
@@ -236,8 +304,16 @@ def table(cfg, args, world_size, mean_response_tokens, gpu_bytes):
         if ph != "always":
             lines.append(f"| **{ph}: total** | " + " | ".join(f"**{cell(peaks(results[f][0])[ph])}**"
                                                              for f in results) + " |")
-    lines.append("| **peak** | " + " | ".join(f"**{cell(max(peaks(results[f][0]).values()))}**" for f in results) + " |")
-    lines.append("| pinned host memory | " + " | ".join(cell(results[f][1]) for f in results) + " |")
+    lines.append("| **peak** | " + " | ".join(f"**{cell(max(peaks(results[f][0]).values()))}**" for f in results)
+                 + " |")
+    for k in dict.fromkeys(k for f in results for k in results[f][1]):
+        lines.append(f"| host, a rank: {k} | " + " | ".join(cell(results[f][1].get(k, 0)) for f in results) + " |")
+    nodes = {f: host_memory(cfg, args, world_size, f, results[f][1], min(world_size, 8)) for f in results}
+    for k in dict.fromkeys(k for f in nodes for k in nodes[f]):
+        lines.append(f"| host, a node of {min(world_size, 8)}: {k} | "
+                     + " | ".join(cell(nodes[f].get(k, 0)) for f in nodes) + " |")
+    lines.append("| **host, a node: total** | " + " | ".join(f"**{cell(sum(nodes[f].values()))}**" for f in nodes)
+                 + " |")
     if args.vllm:
         kvs = [vllm_kv(cfg, args, world_size, f, gpu_bytes) for f in results]
         lines.append("| vLLM: share of the GPU; KV cache (GiB); sequences at once | " + " | ".join(
@@ -245,8 +321,21 @@ def table(cfg, args, world_size, mean_response_tokens, gpu_bytes):
     return "\n".join(lines)
 
 
+def verl_table(cfg, args, world_size, tokens, mean):
+    """Markdown: verl's update micro-batch (verl_update) with SDPA and with flash-attn, GiB per GPU."""
+    results = {f: verl_update(cfg, args, world_size, tokens, f, mean) for f in (False, True)}
+    lines = [f"| GiB per GPU, verl's FSDP2 actor, {tokens:,} packed tokens | SDPA | flash-attn |", "|---|---|---|"]
+    for k in dict.fromkeys(k for f in results for k in results[f][0]):
+        lines.append(f"| {k} | " + " | ".join(f"{results[f][0].get(k, 0) / GiB:.1f}" for f in results) + " |")
+    lines.append("| **update: total** | " + " | ".join(f"**{sum(results[f][0].values()) / GiB:.1f}**" for f in results)
+                 + " |")
+    for k, x in results[False][1].items():
+        lines.append(f"| host, a rank: {k} | {x / GiB:.1f} | {x / GiB:.1f} |")
+    return "\n".join(lines)
+
+
 def main(argv):
-    options = {"--world_size": 8, "--mean_response_tokens": 0, "--gpu_gib": 79.6}
+    options = {"--world_size": 8, "--mean_response_tokens": 0, "--gpu_gib": 79.6, "--verl_tokens": 0}
     for flag in options:
         if flag in argv:
             i = argv.index(flag)
@@ -260,7 +349,10 @@ def main(argv):
           f"{world} GPUs of {options['--gpu_gib']} GiB; {args.prompts_per_step} x {args.group_size} responses a "
           f"step; prompt {args.max_prompt_length} + response {args.max_new_tokens} tokens, mean response {mean}; "
           f"--algo {args.algo}, gradient checkpointing {args.gradient_checkpointing}, vLLM {args.vllm}\n")
-    print(table(cfg, args, world, mean, options["--gpu_gib"] * GiB))
+    if options["--verl_tokens"]:  # verl's engine (examples/verl_delta.sh) instead of delta.py's
+        print(verl_table(cfg, args, world, int(options["--verl_tokens"]), mean))
+    else:
+        print(table(cfg, args, world, mean, options["--gpu_gib"] * GiB))
 
 
 if __name__ == "__main__":

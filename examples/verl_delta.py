@@ -34,38 +34,47 @@ held between calls), DELTA_CHUNK_TOKENS=65536 (features streamed from host memor
 Metrics (verl prefixes them `actor/`): delta/lam_mean, lam_std, lam_min, lam_max, lam_zero, disc_acc,
 gamma_pos, gamma_neg, scale, h_from_verl_pass (1: h came from verl's old-log-prob pass), seconds.
 
-verl 0.9.1 internals this relies on (docs/verl.md): TrainingWorker.train_mini_batch / infer_batch / loss_fn /
-engine; the engine calls loss_fn(model_output=, data=micro_batch, dp_group=) once per micro-batch right after
-`engine.module(...)`; engine.module.get_decoder(); engine.get_data_parallel_group(); no_padding_2_padding;
-register_policy_loss and compute_policy_loss_vanilla; the dense [B, T] per-token fields of the v0 trainer
-(`trainer.use_v1=False`; v1's nested fields are refused, not tested here).
+Refused at the workers' start, with what to change: another verl version (DELTA_VERL_VERSION accepts one the tests
+passed on), an engine other than verl's FSDP one (Megatron, torchtitan), Ulysses sequence parallelism,
+distillation; a loaded plugin with loss_mode left at vanilla warns (verl's own loss trains).
+
+verl 0.9.1 internals this relies on (docs/verl.md): TrainingWorker.train_mini_batch / infer_batch / set_loss_fn /
+loss_fn / engine (FSDPEngineWithLMHead); the engine calls loss_fn(model_output=, data=micro_batch, dp_group=) once
+per micro-batch right after `engine.module(...)`; engine.module.get_decoder(); engine.get_data_parallel_group();
+no_padding_2_padding; register_policy_loss and compute_policy_loss_vanilla; the dense [B, T] per-token fields of
+the v0 trainer (`trainer.use_v1=False`; v1's nested fields are refused, not tested here).
 """
 import functools
 import os
 import sys
 import time
 import warnings
+import weakref
 
 import torch
 import torch.distributed as dist
 
 _REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if os.path.isfile(os.path.join(_REPO, "delta.py")) and _REPO not in sys.path:
-    sys.path.insert(0, _REPO)
+    sys.path.append(_REPO)  # last: the repository's other files never shadow a worker's own modules
 from delta import delta_coefficients, token_features  # noqa: E402  the copyable functions
 
 import verl  # noqa: E402
-from verl.trainer.ppo.core_algos import compute_policy_loss_vanilla, register_policy_loss  # noqa: E402
-from verl.utils import tensordict_utils as tu  # noqa: E402
-from verl.utils.device import get_device_id, get_device_name  # noqa: E402
-from verl.workers.engine_workers import TrainingWorker  # noqa: E402
-from verl.workers.utils.losses import ppo_loss  # noqa: E402
-from verl.workers.utils.padding import no_padding_2_padding  # noqa: E402
 
 TESTED_VERL = "0.9.1"
 LOSS_MODE = "delta"
-if verl.__version__ != TESTED_VERL:
-    warnings.warn(f"verl_delta was tested with verl {TESTED_VERL}, this is {verl.__version__}: run test_verl.py")
+if verl.__version__ not in (TESTED_VERL, os.environ.get("DELTA_VERL_VERSION")):  # before any of verl's internals
+    raise ImportError(f"verl_delta relies on verl {TESTED_VERL}'s internals (docs/verl.md) and this is verl "
+                      f"{verl.__version__}: pip install verl=={TESTED_VERL}, or run test_verl.py against this version "
+                      f"and set DELTA_VERL_VERSION={verl.__version__}")
+
+from verl.trainer.ppo.core_algos import compute_policy_loss_vanilla, register_policy_loss  # noqa: E402
+from verl.utils import tensordict_utils as tu  # noqa: E402
+from verl.utils.device import get_device_id, get_device_name  # noqa: E402
+from verl.workers.engine.fsdp.transformer_impl import FSDPEngineWithLMHead  # noqa: E402
+from verl.workers.engine_workers import TrainingWorker  # noqa: E402
+from verl.workers.utils.losses import ppo_loss  # noqa: E402
+from verl.workers.utils.padding import no_padding_2_padding  # noqa: E402
 
 
 def _settings_from_env():
@@ -106,16 +115,28 @@ def delta_policy_loss(old_log_prob, log_prob, advantages, response_mask, loss_ag
                                        rollout_is_weights=rollout_is_weights)
 
 
-def _delta_actor(worker):
-    """True for the actor's TrainingWorker when its policy loss is `delta`; refuses what is not supported."""
+def _loss_mode(worker):
+    """The actor's policy_loss.loss_mode (None for a worker whose loss is not verl's PPO family: ref, critic)."""
     fn = worker.loss_fn
     config = fn.keywords.get("config") if isinstance(fn, functools.partial) else None
-    if config is None or config.get("policy_loss", {}).get("loss_mode") != LOSS_MODE:
+    return None if config is None else config.get("policy_loss", {}).get("loss_mode")
+
+
+def _delta_actor(worker):
+    """True for the actor's TrainingWorker when its policy loss is `delta`; refuses what is not supported."""
+    if _loss_mode(worker) != LOSS_MODE:
         return False
+    fn, engine = worker.loss_fn, worker.engine
     if fn.func is not ppo_loss:
         raise NotImplementedError(f"DelTA with {fn.func.__name__} (distillation) is not supported")
-    if getattr(worker.engine, "ulysses_sequence_parallel_size", 1) > 1:
-        raise NotImplementedError("DelTA with Ulysses sequence parallelism (h would need verl's SP gather)")
+    if not isinstance(engine, FSDPEngineWithLMHead):  # Megatron's module is a list, torchtitan's its own model
+        raise NotImplementedError(f"DelTA in verl needs its FSDP engine (actor.strategy=fsdp or fsdp2); this actor "
+                                  f"runs {type(engine).__name__} (the plugin hooks the HF decoder of "
+                                  "FSDPEngineWithLMHead.module)")
+    if getattr(engine, "ulysses_sequence_parallel_size", 1) > 1:
+        raise NotImplementedError("DelTA with Ulysses sequence parallelism is not supported (h would need verl's SP "
+                                  "gather): set actor.ulysses_sequence_parallel_size=1 (docs/verl.md books the memory "
+                                  "of the recipe's 24,576-token micro-batches without it)")
     return True
 
 
@@ -189,20 +210,39 @@ class _Features:
 
 
 def _host_buffer(worker, n, H, dtype):
-    """[n, H] in host memory (pinned on a GPU machine), one block per worker grown by powers of two: the pinned
-    allocator rounds every request up to one and caches each size, so a fresh block per step would hold several."""
+    """[n, H] in host memory, one exact-size block per worker, kept and grown to a step's need, page-locked on a GPU
+    machine by registering plain memory (torch's pinned allocator would round each request up to a power of two and
+    keep every size; torch's own checkpoint stager registers memory the same way: torch/cuda/_pin_memory_utils.py)."""
     held = getattr(worker, "_delta_host", None)
     if held is None or held.numel() < n * H or held.dtype != dtype:
         worker._delta_host = held = None  # the smaller block goes back before the larger one is taken
-        if torch.cuda.is_available() and hasattr(torch.accelerator, "empty_host_cache"):  # torch >= 2.13 (verl's
-            torch.accelerator.empty_host_cache()                                          # vllm extra pins 2.11)
-        size = 1 << max(0, n * H - 1).bit_length()
-        worker._delta_host = held = torch.empty(size, dtype=dtype, pin_memory=torch.cuda.is_available())
+        held = torch.empty(n * H, dtype=dtype)
+        if torch.cuda.is_available() and n * H:
+            from torch.cuda import _pin_memory_utils as pins
+            pins.pin_memory(held.data_ptr(), held.numel() * held.element_size())
+            weakref.finalize(held.untyped_storage(), pins.unpin_memory, held.data_ptr())
+        worker._delta_host = held
     return held[:n * H].view(n, H)
 
 
 _original_infer_batch = TrainingWorker.infer_batch
 _original_train_mini_batch = TrainingWorker.train_mini_batch
+_original_set_loss_fn = TrainingWorker.set_loss_fn
+
+
+@functools.wraps(_original_set_loss_fn)
+def set_loss_fn(self, loss_fn):
+    """verl's set_loss_fn, at the worker's start (ActorRolloutRefWorker.init_model): an actor that DelTA cannot run
+    is refused here, before any rollout; a loaded plugin whose loss mode is not `delta` says it trains verl's own
+    loss (the plugin inert: intended for a baseline, a silent DAPO run otherwise)."""
+    _original_set_loss_fn(self, loss_fn)
+    mode = _loss_mode(self)
+    if mode is not None and mode != LOSS_MODE and not getattr(TrainingWorker, "_delta_warned", False):
+        TrainingWorker._delta_warned = True
+        warnings.warn(f"verl_delta is loaded (actor_rollout_ref.model.external_lib) but the actor's "
+                      f"policy_loss.loss_mode is {mode!r}: this run trains verl's {mode} loss, not DelTA; set "
+                      f"actor_rollout_ref.actor.policy_loss.loss_mode={LOSS_MODE}", stacklevel=2)
+    _delta_actor(self)  # refuses an engine, distillation or sequence parallelism DelTA cannot run
 
 
 @functools.wraps(_original_infer_batch)  # keeps verl's dispatch metadata (@register) on the method
@@ -297,5 +337,6 @@ if _installed is None:  # patch once per process, whatever name this module is i
     infer_batch._delta_state = train_mini_batch._delta_state = (SETTINGS, _IN_UPDATE)
     TrainingWorker.infer_batch = infer_batch
     TrainingWorker.train_mini_batch = train_mini_batch
+    TrainingWorker.set_loss_fn = set_loss_fn
 else:  # a copy of this module already patched verl: share its settings and update counter
     SETTINGS, _IN_UPDATE = _installed

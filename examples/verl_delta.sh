@@ -3,12 +3,16 @@
 # hydra overrides. The same run with delta.py is docs/scale.md's command; the values below are the same ones.
 #
 #   pip install "verl[vllm]==0.9.1"                   # on the GPU machine (vLLM rollouts; torch 2.11 + CUDA)
+#   python examples/deepmath_to_verl.py --out ~/data/deepmath   # DeepMath-103K as verl's parquet, delta.py's split
 #   TRAIN=~/data/deepmath/train.parquet VAL=~/data/deepmath/test.parquet bash examples/verl_delta.sh
 #   bash examples/verl_delta.sh --print              # the overrides, one per line (test_verl.py composes them)
 #   bash examples/verl_delta.sh actor_rollout_ref.actor.policy_loss.loss_mode=vanilla   # verl's own DAPO, same run
 #
 # TRAIN and VAL: verl's parquet layout (columns prompt as chat messages, data_source, reward_model.ground_truth;
-# verl's scorer is chosen by data_source, e.g. "math_dapo"). Extra arguments are appended, so they win.
+# verl's scorer is chosen by data_source: examples/deepmath_to_verl.py writes it). Extra arguments are appended, so
+# they win. Attention: verl's actor defaults to flash_attention_2, which verl[vllm]==0.9.1 does not install: SDPA
+# here, so the recipe starts as installed (with flash-attn installed, override attn_implementation=flash_attention_2
+# for speed and no [T, T] mask; docs/verl.md books both).
 # DelTA: external_lib imports examples/verl_delta.py in every worker (PYTHONPATH below, passed to Ray's workers),
 # loss_mode=delta is the switch (and the loud failure when the plugin is missing); K = 1 and lam in [0.8, 1.2] are
 # the plugin's defaults, set here explicitly through its environment (DELTA_*) so every worker reads the same.
@@ -38,6 +42,7 @@ overrides=(
   actor_rollout_ref.actor.clip_ratio_c=10.0 actor_rollout_ref.actor.loss_agg_mode=token-mean
   # lengths and DAPO's soft overlong punishment (buffer 4,096, factor 1.0)
   data.max_prompt_length=2048 data.max_response_length=20480
+  data.filter_overlong_prompts=True                    # longer prompts dropped when loaded, as delta.py drops them
   reward.reward_manager.name=dapo "+reward.reward_kwargs.max_resp_len=20480"
   "+reward.reward_kwargs.overlong_buffer_cfg.enable=True" "+reward.reward_kwargs.overlong_buffer_cfg.len=4096"
   "+reward.reward_kwargs.overlong_buffer_cfg.penalty_factor=1.0" "+reward.reward_kwargs.overlong_buffer_cfg.log=False"
@@ -48,6 +53,7 @@ overrides=(
   actor_rollout_ref.rollout.name=vllm actor_rollout_ref.rollout.temperature=1.0
   actor_rollout_ref.rollout.top_p=1.0 actor_rollout_ref.rollout.top_k=-1
   # memory: FSDP2, gradient checkpointing, sequences packed by tokens (prompt + response = 22,528 fit one GPU)
+  "+actor_rollout_ref.model.override_config.attn_implementation=sdpa"   # flash-attn is not installed by verl[vllm]
   actor_rollout_ref.actor.strategy=fsdp2 actor_rollout_ref.model.enable_gradient_checkpointing=True
   actor_rollout_ref.model.use_remove_padding=True
   actor_rollout_ref.actor.use_dynamic_bsz=True actor_rollout_ref.rollout.log_prob_use_dynamic_bsz=True
@@ -56,7 +62,7 @@ overrides=(
   # model, data, cluster
   "actor_rollout_ref.model.path=$MODEL" "data.train_files=$TRAIN" "data.val_files=$VAL"
   trainer.n_gpus_per_node=8 trainer.nnodes=1 trainer.project_name=delta trainer.experiment_name=qwen3-8b-delta
-  trainer.save_freq=20 trainer.test_freq=20
+  trainer.save_freq=20 trainer.test_freq=20 "trainer.logger=[console]"   # verl's default adds wandb (a login)
 )
 if [[ "${1:-}" == "--print" ]]; then
   printf '%s\n' "${overrides[@]}"
