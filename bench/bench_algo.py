@@ -19,6 +19,7 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import delta  # noqa: E402
+import tasks  # noqa: E402
 
 PHASES = ("time/generate", "time/score", "time/coefficients", "time/train")
 
@@ -37,7 +38,7 @@ def main(argv):
     train_rows, eval_rows = delta.load_task(args)
     source = args.model or os.path.join(args.output_dir, "tiny-init")
     if not args.model:
-        delta.build_tiny(source, args.seed)
+        tasks.build_tiny(source, args.seed)
     model, tok = delta.load_model(source, torch.device("cpu"))
     torch.manual_seed(args.seed)
     if not args.model:
@@ -58,7 +59,8 @@ def main(argv):
     mean = {}
     for algo, r in runs.items():
         rows = r.rows[3:]
-        mean[algo] = {k: sum(x.get(k, 0.0) for x in rows) / len(rows) for k in PHASES + ("response/length", "reward/acc")}
+        mean[algo] = {k: sum(x.get(k, 0.0) for x in rows) / len(rows)
+                      for k in PHASES + ("response/length", "reward/acc")}
         mean[algo]["step"] = sum(mean[algo][k] for k in PHASES)
     print(f"{'seconds per step':<18}{'dapo':>10}{'delta':>10}{'delta/dapo':>12}")
     for k in PHASES + ("step",):

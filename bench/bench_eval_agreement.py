@@ -148,7 +148,8 @@ def diagnose(p, code, reference):
     io, outs = p["input_output"], []
     sink = lambda i, ok, data: outs.append((i, ok, data))
     if p["kind"] == "functional":
-        request = {"mode": "call", "fn_name": io["fn_name"], "inputs": [[json.loads(x) for x in i.split("\n")] for i in io["inputs"]]}
+        request = {"mode": "call", "fn_name": io["fn_name"],
+                   "inputs": [[json.loads(x) for x in i.split("\n")] for i in io["inputs"]]}
     else:
         request = {"mode": "stdin", "inputs": io["inputs"]}
     sandbox.run(rewards.HARNESS_IMPORTS + code, request, 60, sink=sink, preload=rewards.HARNESS_MODULES)
@@ -159,7 +160,8 @@ def diagnose(p, code, reference):
             got, exp = json.loads(data), json.loads(io["outputs"][i])
             here, there = rewards.value_matches(got, exp), lcb_value_equal(got, exp)
             if here != there:
-                why = ("a bool expected, an int returned (== there, not here)" if isinstance(exp, bool) or isinstance(got, bool)
+                why = ("a bool expected, an int returned (== there, not here)"
+                       if isinstance(exp, bool) or isinstance(got, bool)
                        else "an expected [x] met by x here" if isinstance(exp, list) and len(exp) == 1
                        else "floats within 1e-6 here, exact there" if isinstance(exp, float) or isinstance(got, float)
                        else "values")
@@ -173,7 +175,8 @@ def diagnose(p, code, reference):
     meta = reference["meta"]
     if "error" not in meta and "error_message" not in meta:  # the reference passed: the program fails here as run
         return "passes in LiveCodeBench's in-process harness, fails here as a script (see the code in --out)"
-    return f"runs differently in LiveCodeBench's in-process harness: {meta.get('error', meta.get('error_message'))[:90]}"
+    return ("runs differently in LiveCodeBench's in-process harness: "
+            f"{meta.get('error', meta.get('error_message'))[:90]}")
 
 
 def bench_lcb(args):
@@ -185,8 +188,8 @@ def bench_lcb(args):
         assert row["answer"]["inputs"] == ([[json.loads(x) for x in i.split("\n")] for i in p["input_output"]["inputs"]]
                                            if p["kind"] == "functional" else p["input_output"]["inputs"])
     items = [(p, row, code) for p, row in zip(problems, rows) for code in p["programs"]]
-    print(f"LiveCodeBench: {len(items)} programs on {len(problems)} problems, {sum(len(p['input_output']['inputs']) for p in problems)} tests",
-          file=sys.stderr)
+    print(f"LiveCodeBench: {len(items)} programs on {len(problems)} problems, "
+          f"{sum(len(p['input_output']['inputs']) for p in problems)} tests", file=sys.stderr)
     t = time.perf_counter()
     ours = {}
     for wrap in (True, False):  # eval.py as it runs (stdin programs wrapped as LiveCodeBench does), and without
@@ -220,7 +223,8 @@ def bench_lcb(args):
                                       "reference": r_pass, "cause": diagnose(p, lcb_extract(as_response(code)), theirs),
                                       "reference_report": theirs, "code": code})
     print("\n### LiveCodeBench: eval.py vs lcb_runner/evaluation/testing_util.py\n")
-    print("| grader | tests | N | both pass | both fail | agree | eval.py pass, reference fail | eval.py fail, reference pass |")
+    print("| grader | tests | N | both pass | both fail | agree | eval.py pass, reference fail "
+          "| eval.py fail, reference pass |")
     print("|---|---|---|---|---|---|---|---|")
     for variant in ours:
         for kind in ("stdin", "functional", None):
@@ -269,8 +273,8 @@ def bench_gpqa(args):
     if p.returncode:
         sys.exit(f"lighteval failed:\n{p.stderr[-3000:]}")
     theirs = [json.loads(line) for line in p.stdout.splitlines()]
-    print(f"GPQA: {len(records)} responses of {len({r['model'] for r in records})} models; lighteval {time.perf_counter() - t:.0f} s",
-          file=sys.stderr)
+    print(f"GPQA: {len(records)} responses of {len({r['model'] for r in records})} models; "
+          f"lighteval {time.perf_counter() - t:.0f} s", file=sys.stderr)
     table, disagreements = collections.Counter(), []
     for r, ref in zip(records, theirs):
         letter = evaluation.choice_letter(r["response"])
@@ -289,22 +293,27 @@ def bench_gpqa(args):
                                   "lighteval": ref["pred"], "simple_evals": r["simple_evals"], "tail": tail})
     n = table["N"]
     print("\n### GPQA-Diamond: eval.py's letter vs lighteval's gpqa:diamond metric (and simple-evals' regex)\n")
-    print("| N | verdicts agree with lighteval | disagree | same letter as lighteval | agree with simple-evals | accuracy: eval.py / lighteval / simple-evals |")
+    print("| N | verdicts agree with lighteval | disagree | same letter as lighteval | agree with simple-evals "
+          "| accuracy: eval.py / lighteval / simple-evals |")
     print("|---|---|---|---|---|---|")
-    print(f"| {n} | {table['agree']} ({100 * table['agree'] / n:.1f} %) | {n - table['agree']} | {table['same_letter']} | "
-          f"{table['agree_simple']} ({100 * table['agree_simple'] / n:.1f} %) | {100 * table['ours_right'] / n:.1f} / "
-          f"{100 * table['ref_right'] / n:.1f} / {100 * table['simple_right'] / n:.1f} % |")
+    print(f"| {n} | {table['agree']} ({100 * table['agree'] / n:.1f} %) | {n - table['agree']} | "
+          f"{table['same_letter']} | {table['agree_simple']} ({100 * table['agree_simple'] / n:.1f} %) | "
+          f"{100 * table['ours_right'] / n:.1f} / {100 * table['ref_right'] / n:.1f} / "
+          f"{100 * table['simple_right'] / n:.1f} % |")
     for d in disagreements:
         last = [line for line in d["tail"].split("\\n") if line.strip()][-1:] or [""]
         if d["ours"] is None:
-            d["how"] = "no single letter stated (cut off, 'None of the above', 'ABD'): eval.py none, lighteval a capital from the text"
+            d["how"] = ("no single letter stated (cut off, 'None of the above', 'ABD'): eval.py none, "
+                        "lighteval a capital from the text")
         elif d["ours"] in re.findall(r"(?<![A-Za-z0-9/])\(?([ABCD])\)?(?![A-Za-z0-9])", last[0]):
-            d["how"] = "the last line's letter ('Answer: $C$', '\\text{C}', 'Final Answer: B) ...'): eval.py reads it, lighteval another"
+            d["how"] = ("the last line's letter ('Answer: $C$', '\\text{C}', 'Final Answer: B) ...'): "
+                        "eval.py reads it, lighteval another")
         else:
             d["how"] = "no answer line: each takes a letter from the text"
     kinds = collections.Counter((d["how"], "eval.py" if d["ours"] == d["gold"] else "lighteval") for d in disagreements)
     if kinds:
-        print("\n| disagreement (classified from the response's last line; each in --out) | the gold letter is | N |\n|---|---|---|")
+        print("\n| disagreement (classified from the response's last line; each in --out) | the gold letter is | N |\n"
+              "|---|---|---|")
         for (how, who), k in sorted(kinds.items()):
             print(f"| {how} | {who}'s | {k} |")
     return disagreements
@@ -315,7 +324,8 @@ def main():
     ap.add_argument("--lcb_harness", help="LiveCodeBench's lcb_runner/evaluation/testing_util.py (a scratch copy)")
     ap.add_argument("--taco", help="the TACO/PrimeIntellect sample (sampled_problems.jsonl)")
     ap.add_argument("--max_solutions", type=int, default=12, help="human solutions graded per problem")
-    ap.add_argument("--max_tests", type=int, default=40, help="tests kept per problem (the same ones for both harnesses)")
+    ap.add_argument("--max_tests", type=int, default=40,
+                    help="tests kept per problem (the same ones for both harnesses)")
     ap.add_argument("--per_test", type=int, default=6, help="seconds per test, LiveCodeBench's default")
     ap.add_argument("--code_timeout", type=float, default=60.0, help="eval.py's --code_timeout")
     ap.add_argument("--gpqa", help="simple-evals-ru's data folder (benches/gpqa.jsonl, results/gpqa/)")

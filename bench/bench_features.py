@@ -15,6 +15,7 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import delta  # noqa: E402
+import tasks  # noqa: E402
 import rewards  # noqa: E402
 
 
@@ -27,12 +28,13 @@ def main():
     hf_logging.disable_progress_bar()
     train_rows, eval_rows = delta.load_task(args)
     path = os.path.join(args.output_dir, "tiny-init")
-    delta.build_tiny(path, args.seed)
+    tasks.build_tiny(path, args.seed)
     model, tok = delta.load_model(path, torch.device("cpu"))
     run = delta.make_run(args, model, tok, path, train_rows=train_rows, eval_rows=eval_rows)
     torch.manual_seed(args.seed)
     delta.warm_start(run, print)
-    print(f"{'step':>4}{'tokens':>8}{'side tokens':>13}{'padded fp32':>13}{'packed bf16':>13}{'max |dlam|':>12}{'mean |dlam|':>13}")
+    print(f"{'step':>4}{'tokens':>8}{'side tokens':>13}{'padded fp32':>13}"
+          f"{'packed bf16':>13}{'max |dlam|':>12}{'mean |dlam|':>13}")
     for step in range(4):
         rows = delta.step_prompts(run, step)[0]
         batch = delta.sample(run.sampler, [delta.prompt_text(tok, r["question"], args.instruction) for r in rows],

@@ -1,6 +1,7 @@
 """Parity on honest programs: rewards.py's sandboxed verdict beside the reference harness, run unsandboxed.
 
-    python bench/bench_honest.py --corpus CORPUS.jsonl      # made by bench/honest_corpus.py (MBPP, HumanEval, APPS, LeetCode)
+    python bench/bench_honest.py --corpus CORPUS.jsonl      # made by bench/honest_corpus.py
+                                                            # (MBPP, HumanEval, APPS, LeetCode)
     python bench/bench_honest.py                            # the committed sample, bench/data/honest_sample.json
 
 The reference harness, each item in a throwaway process (`python -I`, a temp folder, the item's timeout):
@@ -99,13 +100,15 @@ def main():
     for item, o, r in zip(items, ours, ref):
         table[item["source"]][(r, o)] += 1
     print(f"{len(items)} honest programs ({a.corpus})\n")
-    print("| source | N | reference 1 | sandbox 1 | both 1 | both 0 | reference 1, sandbox 0 | reference 0, sandbox 1 |")
+    print("| source | N | reference 1 | sandbox 1 | both 1 | both 0 | reference 1, sandbox 0 "
+          "| reference 0, sandbox 1 |")
     print("|---|---|---|---|---|---|---|---|")
     total = collections.Counter()
     for source, c in sorted(table.items()) + [("all", None)]:
         c = c if c is not None else total
         n = sum(c.values())
-        print(f"| {source} | {n} | {c[1, 1] + c[1, 0]} | {c[1, 1] + c[0, 1]} | {c[1, 1]} | {c[0, 0]} | {c[1, 0]} | {c[0, 1]} |")
+        print(f"| {source} | {n} | {c[1, 1] + c[1, 0]} | {c[1, 1] + c[0, 1]} | {c[1, 1]} | {c[0, 0]} "
+              f"| {c[1, 0]} | {c[0, 1]} |")
         if source != "all":
             total.update(c)
     differ = [(i["source"], i["id"], r, o) for i, o, r in zip(items, ours, ref) if o != r]

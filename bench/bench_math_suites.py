@@ -36,7 +36,8 @@ def response_of(case):
     if case.get("pred_is_response") and not re.search(r"Answer:", pred):
         m = _DELIMS.match(pred)
         bare = m.group(1) if m else pred
-        words = re.findall(r"(?<!\\)\b[A-Za-z]{3,}\b", re.sub(r"\\(?:text|mathrm|textbf|mbox)\{[^{}]*\}|\\[A-Za-z]+", " ", bare))
+        words = re.findall(r"(?<!\\)\b[A-Za-z]{3,}\b",
+                           re.sub(r"\\(?:text|mathrm|textbf|mbox)\{[^{}]*\}|\\[A-Za-z]+", " ", bare))
         if "$" in bare or len(words) >= 2:
             return None
         pred = bare
@@ -64,8 +65,8 @@ def main(argv=None):
     files = sorted(glob.glob(os.path.join(args.suites, "*.jsonl")))
     if not files:
         sys.exit(f"bench_math_suites.py: no .jsonl in {args.suites}")
-    print("| suite | cases | prose (skipped) | rewards.py agrees | math-verify agrees | wrong accepted, rewards.py only "
-          "| wrong accepted, math-verify only |\n|---|---|---|---|---|---|---|")
+    print("| suite | cases | prose (skipped) | rewards.py agrees | math-verify agrees "
+          "| wrong accepted, rewards.py only | wrong accepted, math-verify only |\n|---|---|---|---|---|---|---|")
     totals = [0] * 6
     with mp.get_context("fork").Pool(2) as pool:
         for path in files:
@@ -85,7 +86,8 @@ def main(argv=None):
             if name == args.show:
                 for (c, r), o, b in zip(graded, ours, base):
                     if (o == 1.0) != c["label"] or b != c["label"]:
-                        print(f"   label {c['label']!s:5} ours {o == 1.0!s:5} mv {b!s:5} gold {c['gold']!r} response {r!r}")
+                        print(f"   label {c['label']!s:5} ours {o == 1.0!s:5} mv {b!s:5} "
+                              f"gold {c['gold']!r} response {r!r}")
     print(f"| all | {totals[0]} | {totals[1]} | {totals[2]} ({100 * totals[2] / totals[0]:.1f} %) | "
           f"{totals[3]} ({100 * totals[3] / totals[0]:.1f} %) | {totals[4]} | {totals[5]} |")
 

@@ -21,7 +21,8 @@ FILLER = ("We first rewrite the condition and simplify both sides. Substituting 
 def math_items(n, rng):
     kinds = [
         lambda k: (str(k), str(k) if rng.random() < .5 else str(k + 1)),
-        lambda k: (f"\\frac{{{k}}}{{{k + 1}}}", f"\\frac{{{k}}}{{{k + 1}}}" if rng.random() < .5 else f"{k / (k + 1):.3f}"),
+        lambda k: (f"\\frac{{{k}}}{{{k + 1}}}",
+                   f"\\frac{{{k}}}{{{k + 1}}}" if rng.random() < .5 else f"{k / (k + 1):.3f}"),
         lambda k: (f"{k}\\sqrt{{2}}", f"\\sqrt{{{2 * k * k}}}" if rng.random() < .5 else f"\\sqrt{{{2 * k * k + 1}}}"),
         lambda k: (f"({k}, {k + 2})", f"({k},{k + 2})" if rng.random() < .5 else f"({k + 2},{k})"),
         lambda k: (f"x^2+{2 * k}x+{k * k}", f"(x+{k})^2" if rng.random() < .5 else f"(x-{k})^2"),

@@ -26,6 +26,7 @@ import torch  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import delta  # noqa: E402
+import tasks  # noqa: E402
 
 MODELS = {"tiny (0.5 M)": dict(hidden_size=128, num_hidden_layers=2, intermediate_size=512, num_attention_heads=4,
                                num_key_value_heads=2, head_dim=32),
@@ -37,7 +38,7 @@ RUNS = [(64, 256), (1024, 32)]  # (new tokens, prompts)
 def build(path, dims):
     from transformers import AutoModelForCausalLM, Qwen3Config
 
-    delta.build_tiny(path)  # the tokenizer; the model is replaced
+    tasks.build_tiny(path)  # the tokenizer; the model is replaced
     _, tok = delta.load_model(path, torch.device("cpu"))
     cfg = Qwen3Config(vocab_size=len(tok), max_position_embeddings=2048, eos_token_id=0, pad_token_id=0,
                       bos_token_id=None, tie_word_embeddings=False, **dims)
@@ -84,7 +85,8 @@ def real_rates(path, repeats=3):
     questions = [f"What is {rng.randint(10, 99)} + {rng.randint(10, 99)}?" for _ in range(32)]
     prompts = [delta.prompt_text(tok, q, rewards.ANSWER_FORMATS["last_number"]) for q in questions]
     sharding, eos = delta.DDP(1, torch.device("cpu")), delta.eos_ids(path, tok)
-    print("| rollout | HF generate tok/s | vLLM tok/s | vLLM / HF | mean response tokens (HF, vLLM) |\n|---|---|---|---|---|")
+    print("| rollout | HF generate tok/s | vLLM tok/s | vLLM / HF | mean response tokens (HF, vLLM) |\n"
+          "|---|---|---|---|---|")
     for label, n_prompts, group, new, temperature in (("8 x 8, T 0.6, <= 32 tokens", 8, 8, 32, 0.6),
                                                       ("8 x 8, T 1.0, <= 256 tokens", 8, 8, 256, 1.0)):
         args = delta.Args(max_new_tokens=new, max_prompt_length=64, temperature=temperature, seed=0)

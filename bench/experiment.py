@@ -79,10 +79,12 @@ def report(out):
         if runs:
             col = lambda k: "{:.1f} ± {:.1f}".format(*[100 * x for x in mean_ci([r[k] for r in runs.values()])[::2]])
             plain = lambda k: f"{sum(r[k] for r in runs.values()) / len(runs):.2f}"
-            lines.append(f"| {arm} | {len(runs)} | {col('start_sampled')} | {col('auc_sampled')} | {col('final_sampled')} "
-                         f"| {col('auc_greedy')} | {col('final_greedy')} | {plain('length')} | {plain('entropy')} |")
+            lines.append(f"| {arm} | {len(runs)} | {col('start_sampled')} | {col('auc_sampled')} "
+                         f"| {col('final_sampled')} | {col('auc_greedy')} | {col('final_greedy')} "
+                         f"| {plain('length')} | {plain('entropy')} |")
     lines += ["", "Paired differences against DAPO (same seed), points: mean ± 95 % t interval, sd of the differences",
-              "", "| arm - dapo | pairs | AUC sampled (primary) | sd | final sampled | AUC greedy | per seed (AUC sampled) |",
+              "", ("| arm - dapo | pairs | AUC sampled (primary) | sd | final sampled | AUC greedy "
+                   "| per seed (AUC sampled) |"),
               "|---|---|---|---|---|---|---|"]
     for arm in ARMS[1:]:
         common = sorted(set(done[arm]) & set(done["dapo"]))
@@ -116,7 +118,8 @@ def claim_b(out, arm="delta"):
         return []
     avg = lambda k: (sum(r[k] for r in rows if k in r) / n if (n := sum(k in r for r in rows)) else None)  # noqa
     cell = lambda k: "-" if avg(k) is None else f"{avg(k):.3f}"  # noqa: E731
-    lines = ["", f"{'Claim (b): ' if arm == 'delta' else ''}{arm}'s weights by token category, the mean over {len(rows)} "
+    lines = ["", f"{'Claim (b): ' if arm == 'delta' else ''}{arm}'s weights by token category, "
+             f"the mean over {len(rows)} "
              f"dumped rollouts of its runs (lam: per token; lamw: per unit of update, |A| ||v||; share: of the side's "
              f"update under {arm}'s weights, and under DAPO's uniform weights on the same rollouts)", "",
              f"| category | lam + | lam - | lamw + | lamw - | share + ({arm} / DAPO) | share - ({arm} / DAPO) |",
@@ -125,7 +128,8 @@ def claim_b(out, arm="delta"):
         if avg(f"lam/{name}/pos") is None and avg(f"lam/{name}/neg") is None:
             continue
         lines.append(f"| {name} | {cell(f'lam/{name}/pos')} | {cell(f'lam/{name}/neg')} | {cell(f'lamw/{name}/pos')} | "
-                     f"{cell(f'lamw/{name}/neg')} | {cell(f'share/{name}/pos')} / {cell(f'share_uniform/{name}/pos')} | "
+                     f"{cell(f'lamw/{name}/neg')} | "
+                     f"{cell(f'share/{name}/pos')} / {cell(f'share_uniform/{name}/pos')} | "
                      f"{cell(f'share/{name}/neg')} / {cell(f'share_uniform/{name}/neg')} |")
     lines += ["", f"Spearman correlation of lam with the token's probability: + side {cell('rho_p/pos')}, "
               f"- side {cell('rho_p/neg')}."]

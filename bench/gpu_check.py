@@ -40,6 +40,7 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import delta  # noqa: E402
 import engines  # noqa: E402
+import tasks  # noqa: E402
 import memory  # noqa: E402
 from memory_measured import coin_flips, phases  # noqa: E402
 
@@ -204,10 +205,10 @@ def main(argv=None):
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     gpu = device.type == "cuda"
     if gpu:
-        delta.expandable_segments()  # as delta.py runs
+        engines.expandable_segments()  # as delta.py runs
     table = Table(opts.out)
     path = tempfile.mkdtemp(prefix="gpu_check-")
-    delta.build_tiny(path, max_position_embeddings=1024, **DIMS[kind])
+    tasks.build_tiny(path, max_position_embeddings=1024, **DIMS[kind])
     cfg = memory.read_config(path)
     args = delta.Args(model=path, output_dir=path, max_prompt_length=32, lr=1e-6, **SETTINGS[kind])
     delta.resolve_defaults(args)
@@ -225,7 +226,7 @@ def main(argv=None):
                   f"at start; engines.gpu_margin books {booked:.1f}")
     torch.manual_seed(0)
     start = delta.rng_state()
-    train_rows = delta.addition_task(0, 0)[0]
+    train_rows = tasks.addition_task(0, 0)[0]
     verify, delta.verify = delta.verify, coin_flips
     sections = [(algo, lambda algo=algo: step_rows(table, algo, args, cfg, gpu, *run_algorithm(
         algo, path, args, device, start, train_rows)[:2])) for algo in ("dapo", "delta")]

@@ -22,7 +22,8 @@ from math import comb, factorial
 ZWSP, ZWNJ, ZWJ, WJ, BOM, NBSP, NNBSP = "\u200b", "\u200c", "\u200d", "\u2060", "\ufeff", "\u00a0", "\u202f"
 
 _THINKS = [
-    "Okay, let me try to figure this out. First, I should write down what the problem gives us and what it asks for.\n\n"
+    "Okay, let me try to figure this out. "
+    "First, I should write down what the problem gives us and what it asks for.\n\n"
     "Let me set up the equations. If I substitute the first relation into the second one, I get a simpler expression. "
     "Hmm, wait, let me double-check the arithmetic here... yes, that's right.\n\n"
     "So putting everything together gives the value I need. Let me verify with a quick sanity check. Looks consistent.",
@@ -31,7 +32,8 @@ _THINKS = [
     "There seems to be a pattern, but I should prove it rather than guess.\n\n"
     "Using the recurrence and simplifying, the closed form follows. Wait, is there an edge case I'm missing? "
     "No, the boundary case also works. Okay, I'm fairly confident now.",
-    "Let me start by recalling the relevant formula. We have $a^2 + b^2 = c^2$ here, so I can compute the missing length.\n\n"
+    "Let me start by recalling the relevant formula. "
+    "We have $a^2 + b^2 = c^2$ here, so I can compute the missing length.\n\n"
     "Then, the area is $\\frac{1}{2} \\cdot b \\cdot h$. Plugging in the numbers... Let me recompute to be safe.\n\n"
     "Actually, hold on. I need to make sure I'm answering the question that was asked, not an intermediate quantity. "
     "Yes, the question asks for exactly this. Good.",
@@ -42,7 +44,8 @@ _THINKS = [
     "Okay, so I need to be careful with the counting here. Let me count the complementary cases instead.\n\n"
     "Total arrangements minus the bad ones. The bad ones can be counted with inclusion-exclusion: "
     "$|A \\cup B| = |A| + |B| - |A \\cap B|$.\n\n"
-    "Computing each term and combining them gives the final count. Let me double check with a smaller example... matches.",
+    "Computing each term and combining them gives the final count. Let me double check with a smaller example... "
+    "matches.",
 ]
 
 _SUMMARIES = [
@@ -190,7 +193,8 @@ c("B", r"\left(-\infty, \frac{1}{2}\right]", r"(-\infty, \frac12]", 1, "left/rig
 c("B", r"\left(-\infty, \frac{1}{2}\right)", r"(-\infty, \frac12]", 0, "left/right, wrong bracket")
 c("B", r"[0,+\infty)", r"[0,\infty)", 1, "+infinity in interval")
 c("B", r"-\infty", r"-\infty", 1, "draft box in think is +infinity, final -infinity",
-  think="The limit... as $x \\to 0^-$ the expression goes to $\\boxed{\\infty}$? No wait, the denominator is negative, so it goes to minus infinity.")
+  think="The limit... as $x \\to 0^-$ the expression goes to $\\boxed{\\infty}$? "
+        "No wait, the denominator is negative, so it goes to minus infinity.")
 c("B", r"+\infty", r"-\infty", 0, "draft -infinity in think, final +infinity",
   think="Hmm, so $\\lim = \\boxed{-\\infty}$. Wait, I made a sign error; the leading coefficient is positive.")
 
@@ -211,9 +215,11 @@ for ans, gold in [(r"\text{(D)}", r"\text{(C)}"), (r"(B)", r"\text{(C)}"), (r"B"
     c("C", ans, gold, 0, "wrong letter")
 c("C", r"c", r"\text{(C)}", 1, "lower-case letter", debatable=True)
 c("C", r"\text{(C)}", r"\text{(C)}", 1, "draft (B) boxed in think",
-  think="Checking the options: (A) is too small... I think it's $\\boxed{(B)}$. Hmm, no: (B) fails the second condition, so (C).")
+  think="Checking the options: (A) is too small... I think it's $\\boxed{(B)}$. Hmm, no: "
+        "(B) fails the second condition, so (C).")
 c("C", r"\text{(A)}", r"\text{(C)}", 0, "correct letter only in think",
-  think="So the answer should be $\\boxed{\\text{(C)}}$... wait, let me recheck option (A). Actually (A) also works? I'll go with (A).")
+  think="So the answer should be $\\boxed{\\text{(C)}}$... wait, let me recheck option (A). Actually (A) also works? "
+        "I'll go with (A).")
 
 # =====================================================================================
 # D. empty set
@@ -239,8 +245,10 @@ for ans, gold, e in [
     (r"y = 2x+3", r"2x+3", 1), (r"y = 2x-3", r"2x+3", 0), (r"y = 2x + 3", r"y=2x+3", 1),
     (r"[-2,7]", r"x \in [-2,7]", 1), (r"x \in [-2, 7]", r"x \in [-2,7]", 1), (r"a = \frac{1}{2}", r"0.5", 1),
     (r"x \in \{1, 2\}", r"\{1,2\}", 1), (r"p(x) = x^3 - 1", r"x^3-1", 1), (r"x \in (0,1)", r"(0,1]", 0),
-    (r"x\in(-\infty,-2)\cup(3,\infty)", r"(-\infty,-2)\cup(3,\infty)", 1), (r"\theta = \frac{\pi}{3}", r"\frac{\pi}{3}", 1),
-    (r"AB = 5", r"5", 1), (r"m = -3", r"-3", 1), (r"g(x) = \frac{1}{x}", r"\frac1x", 1), (r"x \in \mathbb{R}", r"(-\infty,\infty)", 1),
+    (r"x\in(-\infty,-2)\cup(3,\infty)", r"(-\infty,-2)\cup(3,\infty)", 1),
+    (r"\theta = \frac{\pi}{3}", r"\frac{\pi}{3}", 1),
+    (r"AB = 5", r"5", 1), (r"m = -3", r"-3", 1), (r"g(x) = \frac{1}{x}", r"\frac1x", 1),
+    (r"x \in \mathbb{R}", r"(-\infty,\infty)", 1),
     (r"S = 210", r"210", 1), (r"x \in [-2, 6]", r"x \in [-2,7]", 0),
 ]:
     c("E", ans, gold, e, "variable prefix / membership")
@@ -251,12 +259,14 @@ c("E", r"x \geq 2", r"[2, \infty)", 1, "inequality vs interval", debatable=True)
 # =====================================================================================
 for ans, gold, e in [
     (r"x = -2 \text{ or } x = 3", r"-2, 3", 1), (r"x = -2 \text{ or } x = 3", r"3, -2", 1),
-    (r"x=1 \text{ and } x=2", r"1, 2", 1), (r"-2 \text{ or } 3", r"-2, 3", 1), (r"x = -2 \text{ or } x = 4", r"-2, 3", 0),
+    (r"x=1 \text{ and } x=2", r"1, 2", 1), (r"-2 \text{ or } 3", r"-2, 3", 1),
+    (r"x = -2 \text{ or } x = 4", r"-2, 3", 0),
     (r"x = 3", r"-2, 3", 0), (r"-2, 3, 5", r"-2, 3", 0), (r"x = \pm 2", r"-2, 2", 1), (r"x = 1, x = 2", r"1, 2", 1),
     (r"x_1 = 1, x_2 = 2", r"1, 2", 1), (r"1 \text{ and } 2", r"1,2", 1), (r"x=3 \text{ or } x=-2", r"-2, 3", 1),
     (r"x = -1 \text{ or } x = \frac{1}{2}", r"\frac12, -1", 1), (r"x = 2 \text{ or } x = -2", r"2", 0),
     (r"x=1 \quad \text{or} \quad x=2", r"1,2", 1), (r"\{-2, 3\}", r"-2, 3", 1), (r"x = -2,\ 3", r"-2,3", 1),
-    (r"x = 2 \text{ or } x = 3", r"-2, -3", 0), (r"x = \frac{-1 \pm \sqrt{5}}{2}", r"\frac{-1+\sqrt5}{2}, \frac{-1-\sqrt5}{2}", 1),
+    (r"x = 2 \text{ or } x = 3", r"-2, -3", 0),
+    (r"x = \frac{-1 \pm \sqrt{5}}{2}", r"\frac{-1+\sqrt5}{2}, \frac{-1-\sqrt5}{2}", 1),
     (r"x = -1 \text{ or } x = 1", r"\pm 1", 1), (r"x = 0 \text{ or } x = 1 \text{ or } x = 2", r"0, 1, 2", 1),
     (r"x = 0 \text{ or } x = 2", r"0, 1, 2", 0), (r"x=-3 \text{ or } x=\frac{1}{2}", r"-3, \frac{1}{2}", 1),
     (r"x = -3 \text{ or } x = -\frac{1}{2}", r"-3, \frac{1}{2}", 0), (r"x = 5 \text{ or } x = -1", r"-1,5", 1),
@@ -270,9 +280,11 @@ AM = r"\left[\begin{array}{cc} 1 & 2 \\ 3 & 4 \end{array}\right]"
 PM = r"\begin{pmatrix}1&2\\3&4\end{pmatrix}"
 BM = r"\begin{bmatrix} 1 & 2 \\ 3 & 4 \end{bmatrix}"
 for ans, gold, e in [
-    (AM, PM, 1), (PM, AM, 1), (BM, PM, 1), (AM, BM, 1), (r"\left(\begin{array}{cc} 1 & 2 \\ 3 & 4 \end{array}\right)", PM, 1),
+    (AM, PM, 1), (PM, AM, 1), (BM, PM, 1), (AM, BM, 1),
+    (r"\left(\begin{array}{cc} 1 & 2 \\ 3 & 4 \end{array}\right)", PM, 1),
     (r"\begin{pmatrix}1&2\\3&5\end{pmatrix}", PM, 0), (r"\begin{pmatrix}1&3\\2&4\end{pmatrix}", PM, 0),
-    (r"\left[\begin{array}{cc} 1 & 2 \\ 4 & 3 \end{array}\right]", PM, 0), (r"\begin{pmatrix}1&2&0\\3&4&0\end{pmatrix}", PM, 0),
+    (r"\left[\begin{array}{cc} 1 & 2 \\ 4 & 3 \end{array}\right]", PM, 0),
+    (r"\begin{pmatrix}1&2&0\\3&4&0\end{pmatrix}", PM, 0),
     (r"\begin{pmatrix}1&0&0\\0&1&0\\0&0&1\end{pmatrix}", PM, 0),
     (r"\begin{pmatrix}\frac12 & 0\\0&1\end{pmatrix}", r"\begin{pmatrix}0.5&0\\0&1\end{pmatrix}", 1),
     (r"\left[\begin{array}{c} 1 \\ -2 \end{array}\right]", r"\begin{pmatrix} 1 \\ -2 \end{pmatrix}", 1),
@@ -297,10 +309,12 @@ for ans, gold, e in [
 for ans, gold, e in [
     (r"ba", r"ab", 1), (r"2r\pi", r"2\pi r", 1), (r"y^2x", r"xy^2", 1), (r"\sqrt{3}\cdot 2", r"2\sqrt{3}", 1),
     (r"3\pi\sqrt2", r"3\sqrt{2}\pi", 1), (r"r^2h\pi", r"\pi r^2 h", 1), (r"cab", r"abc", 1), (r"ba^2", r"a^2b", 1),
-    (r"2a+b", r"2ab", 0), (r"a+b", r"ab", 0), (r"\frac{1}{4}\pi", r"\frac{\pi}{4}", 1), (r"\sqrt{2}\cdot\sqrt{3}", r"\sqrt{6}", 1),
+    (r"2a+b", r"2ab", 0), (r"a+b", r"ab", 0), (r"\frac{1}{4}\pi", r"\frac{\pi}{4}", 1),
+    (r"\sqrt{2}\cdot\sqrt{3}", r"\sqrt{6}", 1),
     (r"\pi r", r"2\pi r", 0), (r"xy^2", r"x^2y", 0), (r"\pi\cdot 4", r"4\pi", 1), (r"e^{2}\cdot 3", r"3e^2", 1),
     (r"(n+1)n", r"n(n+1)", 1), (r"\frac{(n+1)n}{2}", r"\frac{n(n+1)}{2}", 1), (r"-q + p", r"p - q", 1),
-    (r"a - b", r"b - a", 0), (r"\frac{n(n-1)}{2}", r"\frac{n(n+1)}{2}", 0), (r"\sqrt{3}\,\pi\cdot 2", r"2\pi\sqrt{3}", 1),
+    (r"a - b", r"b - a", 0), (r"\frac{n(n-1)}{2}", r"\frac{n(n+1)}{2}", 0),
+    (r"\sqrt{3}\,\pi\cdot 2", r"2\pi\sqrt{3}", 1),
     (r"cb^2a", r"ab^2c", 1), (r"ab\pi", r"\pi ab", 1), (r"2^{n}\cdot n", r"n2^n", 1), (r"n\cdot 2^{n-1}", r"n2^n", 0),
     (r"\pi r^2", r"\pi r^2 h", 0), (r"ab^2", r"ab^2c", 0), (r"\pi", r"\pi ab", 0), (r"\pi a", r"\pi ab", 0),
     (r"\pi r^2h", r"\pi r^2 h", 1), (r"2\pi rh", r"2\pi r h", 1), (r"\frac{4}{3}\pi", r"\frac{4}{3}\pi r^3", 0),
@@ -311,13 +325,18 @@ for ans, gold, e in [
 # I. equations equal up to a non-zero factor
 # =====================================================================================
 for ans, gold, e in [
-    (r"2x+2y=2", r"x+y=1", 1), (r"2x - y + 1 = 0", r"y=2x+1", 1), (r"x+y=2", r"x+y=1", 0), (r"y - x = -3", r"x - y = 3", 1),
+    (r"2x+2y=2", r"x+y=1", 1), (r"2x - y + 1 = 0", r"y=2x+1", 1), (r"x+y=2", r"x+y=1", 0),
+    (r"y - x = -3", r"x - y = 3", 1),
     (r"3x+6y=9", r"x+2y=3", 1), (r"x + 2y = 4", r"y = -\frac{1}{2}x + 2", 1), (r"x+2y=8", r"x+2y=4", 0),
-    (r"2x^2+2y^2=8", r"x^2+y^2=4", 1), (r"x^2+y^2=2", r"x^2+y^2=4", 0), (r"3x-y=2", r"y=3x-2", 1), (r"3x+y=2", r"y=3x-2", 0),
+    (r"2x^2+2y^2=8", r"x^2+y^2=4", 1), (r"x^2+y^2=2", r"x^2+y^2=4", 0), (r"3x-y=2", r"y=3x-2", 1),
+    (r"3x+y=2", r"y=3x-2", 0),
     (r"y = \frac{2}{3}x + 2", r"2x - 3y + 6 = 0", 1), (r"x^2 - 2x + y^2 + 4y - 4 = 0", r"(x-1)^2+(y+2)^2=9", 1),
-    (r"2x + 3y - z = 0", r"z = 2x + 3y", 1), (r"2x+2y+2z=12", r"x+y+z=6", 1), (r"y=-x", r"y=x", 0), (r"-x - y = -1", r"x + y = 1", 1),
-    (r"x^2+y^2 = 9", r"(x-1)^2+(y+2)^2=9", 0), (r"\frac{x}{2} + \frac{y}{3} = 1", r"3x + 2y = 6", 1), (r"4x - 2y = 2", r"y = 2x - 1", 1),
-    (r"y = 2x + 2", r"y = 2x + 1", 0), (r"2x - 4y + 6z = 10", r"x - 2y + 3z = 5", 1), (r"x - 2y + 3z = 10", r"x - 2y + 3z = 5", 0),
+    (r"2x + 3y - z = 0", r"z = 2x + 3y", 1), (r"2x+2y+2z=12", r"x+y+z=6", 1), (r"y=-x", r"y=x", 0),
+    (r"-x - y = -1", r"x + y = 1", 1),
+    (r"x^2+y^2 = 9", r"(x-1)^2+(y+2)^2=9", 0), (r"\frac{x}{2} + \frac{y}{3} = 1", r"3x + 2y = 6", 1),
+    (r"4x - 2y = 2", r"y = 2x - 1", 1),
+    (r"y = 2x + 2", r"y = 2x + 1", 0), (r"2x - 4y + 6z = 10", r"x - 2y + 3z = 5", 1),
+    (r"x - 2y + 3z = 10", r"x - 2y + 3z = 5", 0),
 ]:
     c("I", ans, gold, e, "equation up to factor")
 
@@ -325,14 +344,18 @@ for ans, gold, e in [
 # J. scientific notation
 # =====================================================================================
 for ans, gold, e in [
-    (r"1e3", r"1000", 1), (r"1\times10^{3}", r"1000", 1), (r"1 \times 10^3", r"1000", 1), (r"2.5\cdot10^{-3}", r"0.0025", 1),
+    (r"1e3", r"1000", 1), (r"1\times10^{3}", r"1000", 1), (r"1 \times 10^3", r"1000", 1),
+    (r"2.5\cdot10^{-3}", r"0.0025", 1),
     (r"6.02\times10^{23}", r"6.02 \times 10^{23}", 1), (r"602000000000000000000000", r"6.02\times10^{23}", 1),
-    (r"6.02\times10^{22}", r"6.02\times10^{23}", 0), (r"1\times10^{4}", r"1000", 0), (r"2.5\times10^{-4}", r"0.0025", 0),
+    (r"6.02\times10^{22}", r"6.02\times10^{23}", 0), (r"1\times10^{4}", r"1000", 0),
+    (r"2.5\times10^{-4}", r"0.0025", 0),
     (r"1.5e-3", r"0.0015", 1), (r"3 \times 10^{8}", r"300000000", 1), (r"3 \times 10^{8}", r"30000000", 0),
     (r"1.2E6", r"1200000", 1), (r"10^{3}", r"1000", 1), (r"0.0000005", r"5 \times 10^{-7}", 1),
-    (r"4,500,000", r"4.5 \times 10^{6}", 1), (r"9.11e-31", r"9.11\times 10^{-31}", 1), (r"9.11\times10^{-30}", r"9.11\times10^{-31}", 0),
+    (r"4,500,000", r"4.5 \times 10^{6}", 1), (r"9.11e-31", r"9.11\times 10^{-31}", 1),
+    (r"9.11\times10^{-30}", r"9.11\times10^{-31}", 0),
     (r"1e4", r"1000", 0), (r"1.024\times10^3", r"2^{10}", 1), (r"1.7\times10^{-19}", r"1.6\times10^{-19}", 0),
-    (r"7.5 \times 10^{5}", r"750000", 1), (r"7.5 \times 10^{5}", r"75000", 0), (r"3.0 \times 10^{8}", r"3 \times 10^{8}", 1),
+    (r"7.5 \times 10^{5}", r"750000", 1), (r"7.5 \times 10^{5}", r"75000", 0),
+    (r"3.0 \times 10^{8}", r"3 \times 10^{8}", 1),
     (r"6.02\times10^{23}", 6.02e23, 1),
 ]:
     c("J", ans, gold, e, "scientific notation")
@@ -341,7 +364,8 @@ for ans, gold, e in [
 # K. unicode forms and invisible characters
 # =====================================================================================
 for ans, gold, e, note in [
-    ("½", r"\frac12", 1, "vulgar fraction"), ("√3", r"\sqrt{3}", 1, "unicode root"), ("2√2", r"2\sqrt{2}", 1, "unicode root"),
+    ("½", r"\frac12", 1, "vulgar fraction"), ("√3", r"\sqrt{3}", 1, "unicode root"),
+    ("2√2", r"2\sqrt{2}", 1, "unicode root"),
     ("π", r"\pi", 1, "unicode pi"), ("−5", r"-5", 1, "U+2212 minus"), ("2×10^{3}", r"2000", 1, "unicode times"),
     ("∞", r"\infty", 1, "unicode infinity"), ("−∞", r"-\infty", 1, "unicode minus infinity"),
     ("12" + ZWSP + "3", r"123", 1, "ZWSP inside number"), ("4" + ZWNJ + "2", r"42", 1, "ZWNJ inside number"),
@@ -350,12 +374,17 @@ for ans, gold, e, note in [
     (r"\frac{1}{2}" + NBSP, r"0.5", 1, "trailing NBSP"), ("−5", r"5", 0, "U+2212 minus, wrong sign"),
     ("√3", r"\sqrt{2}", 0, "unicode root, wrong radicand"), ("½", r"\frac{1}{3}", 0, "vulgar fraction, wrong"),
     ("2π", r"\pi", 0, "unicode pi, wrong factor"), ("12" + ZWSP + "3", r"12", 0, "ZWSP number is 123 not 12"),
-    ("∞", r"-\infty", 0, "unicode infinity, wrong sign"), ("−∞", r"\infty", 0, "unicode minus infinity, wrong sign"),
-    ("⅓", r"\frac13", 1, "vulgar third"), ("¾", r"0.75", 1, "vulgar three quarters"), ("x²+1", r"x^2+1", 1, "superscript two"),
-    ("π/4", r"\frac{\pi}{4}", 1, "unicode pi over 4"), ("2·3", r"6", 1, "middle dot product"), ("x − 1", r"x-1", 1, "U+2212 in expression"),
-    ("1" + NNBSP + "000", r"1000", 1, "narrow NBSP thousands separator"), ("3√2", r"\sqrt{18}", 1, "unicode root times 3"),
+    ("∞", r"-\infty", 0, "unicode infinity, wrong sign"),
+    ("−∞", r"\infty", 0, "unicode minus infinity, wrong sign"),
+    ("⅓", r"\frac13", 1, "vulgar third"), ("¾", r"0.75", 1, "vulgar three quarters"),
+    ("x²+1", r"x^2+1", 1, "superscript two"),
+    ("π/4", r"\frac{\pi}{4}", 1, "unicode pi over 4"), ("2·3", r"6", 1, "middle dot product"),
+    ("x − 1", r"x-1", 1, "U+2212 in expression"),
+    ("1" + NNBSP + "000", r"1000", 1, "narrow NBSP thousands separator"),
+    ("3√2", r"\sqrt{18}", 1, "unicode root times 3"),
     ("2" + ZWSP + "0" + ZWSP + "2" + ZWSP + "5", r"2025", 1, "ZWSP between every digit"),
-    (r"\frac{\sqrt{3}}{" + NBSP + "2}", r"\frac{\sqrt3}{2}", 1, "NBSP inside frac"), ("π²", r"\pi^2", 1, "pi squared, superscript"),
+    (r"\frac{\sqrt{3}}{" + NBSP + "2}", r"\frac{\sqrt3}{2}", 1, "NBSP inside frac"),
+    ("π²", r"\pi^2", 1, "pi squared, superscript"),
     ("4" + ZWSP + "2", r"24", 0, "ZWSP number 42 vs 24"), ("−" + r"\frac{1}{2}", r"-0.5", 1, "U+2212 before frac"),
     ("3×4", r"12", 1, "unicode times product"), (r"-1", "−1", 1, "U+2212 minus in the gold"),
     ("√3", r"1.732", 0, "unicode root vs low-precision decimal gold"),
@@ -399,12 +428,16 @@ BULK = [
     (r"1.50", 1.5, 1, "trailing zero"), (r"2.5", 2, 0, "float vs int gold"),
     (r"e^{-1}", r"\frac{1}{e}", 1, "negative exponent"), (r"\sqrt{2}\sqrt{\pi}", r"\sqrt{2\pi}", 1, "split radical"),
     (r"0.6667", r"\frac{2}{3}", 0, "rounded rational"), (r"1.0", r"1", 1, "1.0"),
-    (r"0.1\overline{6}", r"\frac{1}{6}", 1, "repeating decimal"), (r"0.\overline{3}", r"\frac{1}{3}", 1, "repeating decimal"),
-    (r"\frac{1}{2}\sqrt{3}", r"\frac{\sqrt{3}}{2}", 1, "coefficient form"), (r"\sin\frac{\pi}{3}", r"\frac{\sqrt{3}}{2}", 1, "unevaluated trig"),
-    (r"\frac{\sqrt{2}}{2}", r"\frac{1}{\sqrt{2}}", 1, "rationalised"), (r"\frac{\pi^2}{6}", r"\dfrac{\pi^2}{6}", 1, "dfrac"),
+    (r"0.1\overline{6}", r"\frac{1}{6}", 1, "repeating decimal"),
+    (r"0.\overline{3}", r"\frac{1}{3}", 1, "repeating decimal"),
+    (r"\frac{1}{2}\sqrt{3}", r"\frac{\sqrt{3}}{2}", 1, "coefficient form"),
+    (r"\sin\frac{\pi}{3}", r"\frac{\sqrt{3}}{2}", 1, "unevaluated trig"),
+    (r"\frac{\sqrt{2}}{2}", r"\frac{1}{\sqrt{2}}", 1, "rationalised"),
+    (r"\frac{\pi^2}{6}", r"\dfrac{\pi^2}{6}", 1, "dfrac"),
     (r"\frac{\pi^2}{8}", r"\dfrac{\pi^2}{6}", 0, "wrong constant"), (r"\infty", r"\infty", 1, "infinity"),
     (r"1", r"\infty", 0, "finite vs infinity"), (r"-\frac{1}{12}", r"-\dfrac{1}{12}", 1, "negative dfrac"),
-    (r"\frac{1}{12}", r"-\dfrac{1}{12}", 0, "sign"), (r"\frac{n(n+1)(2n+1)}{6}", r"\dfrac{n(n+1)(2n+1)}{6}", 1, "formula"),
+    (r"\frac{1}{12}", r"-\dfrac{1}{12}", 0, "sign"),
+    (r"\frac{n(n+1)(2n+1)}{6}", r"\dfrac{n(n+1)(2n+1)}{6}", 1, "formula"),
     (r"\frac{n^3}{3}+\frac{n^2}{2}+\frac{n}{6}", r"\dfrac{n(n+1)(2n+1)}{6}", 1, "expanded formula"),
     (r"\frac{n(n+1)}{2}", r"\dfrac{n(n+1)(2n+1)}{6}", 0, "wrong formula"),
     # MATH-500 style golds
@@ -413,12 +446,15 @@ BULK = [
     (r"4\frac{2}{3}", r"\frac{14}{3}", 1, "mixed number", True),
     (r"Evelyn", r"\text{Evelyn}", 1, "name"), (r"\text{evelyn}", r"\text{Evelyn}", 1, "name, case"),
     (r"\text{Emily}", r"\text{Evelyn}", 0, "wrong name"), (r"q - p", r"p - q", 0, "reversed difference"),
-    (r"10", r"10\%", 1, "percent gold, bare number"), (r"10\%", r"10\%", 1, "percent"), (r"20\%", r"10\%", 0, "wrong percent"),
+    (r"10", r"10\%", 1, "percent gold, bare number"), (r"10\%", r"10\%", 1, "percent"),
+    (r"20\%", r"10\%", 0, "wrong percent"),
     (r"0.1", r"10\%", 1, "fraction for percent", True),
-    (r"32", r"\$32", 1, "dollar gold"), (r"\$32.00", r"\$32", 1, "dollars and cents"), (r"23", r"\$32", 0, "digits swapped"),
+    (r"32", r"\$32", 1, "dollar gold"), (r"\$32.00", r"\$32", 1, "dollars and cents"),
+    (r"23", r"\$32", 0, "digits swapped"),
     (r"18.90", r"\$18.90", 1, "dollar decimal"), (r"18.9", r"\$18.90", 1, "dollar decimal, trailing zero"),
     (r"\$18.09", r"\$18.90", 0, "wrong cents"),
-    (r"90", r"90^\circ", 1, "degrees gold"), (r"90^{\circ}", r"90^\circ", 1, "degrees braces"), (r"180^\circ", r"90^\circ", 0, "wrong angle"),
+    (r"90", r"90^\circ", 1, "degrees gold"), (r"90^{\circ}", r"90^\circ", 1, "degrees braces"),
+    (r"180^\circ", r"90^\circ", 0, "wrong angle"),
     (r"\frac{\pi}{2}", r"90^\circ", 1, "radians for degrees", True),
     (r"\sqrt{50}", r"5\sqrt{2}", 1, "unsimplified"), (r"7.07", r"5\sqrt{2}", 0, "rounded"),
     (r"5\sqrt{2}\text{ cm}", r"5\sqrt{2}", 1, "unit"),
@@ -430,7 +466,8 @@ BULK = [
     (r"-5i + 6", r"6 - 5i", 1, "complex reordered"), (r"6+5i", r"6 - 5i", 0, "conjugate"),
     (r"\frac{1}{\sqrt{3}}", r"\frac{\sqrt{3}}{3}", 1, "unrationalised"),
     (r"0.3888", r"\frac{243}{625}", 1, "exact decimal"), (r"0.389", r"\frac{243}{625}", 0, "rounded decimal"),
-    (r"\frac{-2}{3}", r"-\frac{2}{3}", 1, "sign in numerator"), (r"-0.\overline{6}", r"-\frac{2}{3}", 1, "repeating decimal"),
+    (r"\frac{-2}{3}", r"-\frac{2}{3}", 1, "sign in numerator"),
+    (r"-0.\overline{6}", r"-\frac{2}{3}", 1, "repeating decimal"),
     (r"\frac{2}{3}", r"-\frac{2}{3}", 0, "sign"), (r"\sqrt{242}", r"11\sqrt2", 1, "unsimplified"),
     (r"1/350", r"\frac{1}{350}", 1, "slash"), (r"-2, 1", r"1,-2", 1, "list order"), (r"1", r"1,-2", 0, "missing root"),
     (r"(x+2)(x+5)", r"x^2+7x+10", 1, "factored form"), (r"(x+2)(x-5)", r"x^2+7x+10", 0, "wrong factor"),
@@ -448,32 +485,46 @@ BULK = [
     (r"73", r"073", 1, "AIME"), (r"902", r"902", 1, "AIME"), (r"0", r"0", 1, "zero"), (r"113", r"131", 0, "digits"),
     (r"2025", r"2025", 1, "BRUMO year"), (r"2024", r"2025", 0, "year off by one"),
     # HMMT / BRUMO expression golds
-    (r"\frac{9}{\sqrt{23}}", r"\frac{9\sqrt{23}}{23}", 1, "unrationalised"), (r"\frac{9\sqrt{23}}{46}", r"\frac{9\sqrt{23}}{23}", 0, "half"),
-    (r"\dfrac{9\sqrt{23}}{23}", r"\frac{9\sqrt{23}}{23}", 1, "dfrac"), (r"1.8766", r"\frac{9\sqrt{23}}{23}", 0, "rounded"),
-    (str(2**25 * 27), r"2^{25} \cdot 3^{3}", 1, "expanded product"), (r"2^{25}\cdot 3^{2}", r"2^{25} \cdot 3^{3}", 0, "exponent"),
-    (r"27\cdot 2^{25}", r"2^{25} \cdot 3^{3}", 1, "reordered"), (r"3^3 \times 2^{25}", r"2^{25} \cdot 3^{3}", 1, "times"),
+    (r"\frac{9}{\sqrt{23}}", r"\frac{9\sqrt{23}}{23}", 1, "unrationalised"),
+    (r"\frac{9\sqrt{23}}{46}", r"\frac{9\sqrt{23}}{23}", 0, "half"),
+    (r"\dfrac{9\sqrt{23}}{23}", r"\frac{9\sqrt{23}}{23}", 1, "dfrac"),
+    (r"1.8766", r"\frac{9\sqrt{23}}{23}", 0, "rounded"),
+    (str(2**25 * 27), r"2^{25} \cdot 3^{3}", 1, "expanded product"),
+    (r"2^{25}\cdot 3^{2}", r"2^{25} \cdot 3^{3}", 0, "exponent"),
+    (r"27\cdot 2^{25}", r"2^{25} \cdot 3^{3}", 1, "reordered"),
+    (r"3^3 \times 2^{25}", r"2^{25} \cdot 3^{3}", 1, "times"),
     (str(2**25 * 27 + 1), r"2^{25} \cdot 3^{3}", 0, "expanded off by one"),
-    (r"-\sqrt{2}+\sqrt{6}", r"\sqrt{6}-\sqrt{2}", 1, "reordered"), (r"\sqrt{2}-\sqrt{6}", r"\sqrt{6}-\sqrt{2}", 0, "negated"),
+    (r"-\sqrt{2}+\sqrt{6}", r"\sqrt{6}-\sqrt{2}", 1, "reordered"),
+    (r"\sqrt{2}-\sqrt{6}", r"\sqrt{6}-\sqrt{2}", 0, "negated"),
     (r"\sqrt{8-4\sqrt{3}}", r"\sqrt{6}-\sqrt{2}", 1, "nested radical"), (r"1.0353", r"\sqrt{6}-\sqrt{2}", 0, "rounded"),
     (r"\sqrt[3]{16}", r"2\sqrt[3]{2}", 1, "cube root"), (r"2^{4/3}", r"2\sqrt[3]{2}", 1, "fractional power"),
     (r"\sqrt[3]{2}", r"2\sqrt[3]{2}", 0, "missing factor"),
-    (r"\frac{\sqrt{17}-1}{2}", r"\frac{-1+\sqrt{17}}{2}", 1, "reordered"), (r"\frac{-1-\sqrt{17}}{2}", r"\frac{-1+\sqrt{17}}{2}", 0, "other root"),
+    (r"\frac{\sqrt{17}-1}{2}", r"\frac{-1+\sqrt{17}}{2}", 1, "reordered"),
+    (r"\frac{-1-\sqrt{17}}{2}", r"\frac{-1+\sqrt{17}}{2}", 0, "other root"),
     (r"63 \pi", r"63\pi", 1, "pi"), (r"63", r"63\pi", 0, "missing pi"),
     (r"149.33", r"\frac{448}{3}", 0, "rounded"), (r"\frac{448}{3}", r"\frac{448}{3}", 1, "fraction"),
-    (r"\frac{9}{4}\cdot 2^{2024}", r"9 \cdot 2^{2022}", 1, "rewritten power"), (r"9\cdot 2^{2021}", r"9 \cdot 2^{2022}", 0, "exponent"),
+    (r"\frac{9}{4}\cdot 2^{2024}", r"9 \cdot 2^{2022}", 1, "rewritten power"),
+    (r"9\cdot 2^{2021}", r"9 \cdot 2^{2022}", 0, "exponent"),
     (r"\frac{1}{24^2}", r"\frac{1}{576}", 1, "power in denominator"), (r"\sqrt{128}", r"8\sqrt{2}", 1, "unsimplified"),
-    (r"11.3137", r"8\sqrt{2}", 0, "rounded"), (r"4\sqrt{3}", r"4\sqrt{3}", 1, "radical"), (r"\sqrt{48}", r"4\sqrt{3}", 1, "radical"),
+    (r"11.3137", r"8\sqrt{2}", 0, "rounded"), (r"4\sqrt{3}", r"4\sqrt{3}", 1, "radical"),
+    (r"\sqrt{48}", r"4\sqrt{3}", 1, "radical"),
     (r"2\sqrt{3}", r"4\sqrt{3}", 0, "factor"), (r"\frac{2}{3}", r"\frac{2}{3}", 1, "fraction"),
     # text, yes/no
     (r"yes", r"\text{Yes}", 1, "yes"), (r"\text{yes}", r"\text{Yes}", 1, "yes"), (r"\text{YES}", r"Yes", 1, "yes caps"),
-    (r"No", r"\text{Yes}", 0, "no vs yes"), (r"\text{No}", r"No", 1, "no"), (r"no", r"No", 1, "no"), (r"Yes", r"No", 0, "yes vs no"),
+    (r"No", r"\text{Yes}", 0, "no vs yes"), (r"\text{No}", r"No", 1, "no"), (r"no", r"No", 1, "no"),
+    (r"Yes", r"No", 0, "yes vs no"),
     (r"\text{true}", r"True", 1, "true"), (r"\text{False}", r"True", 0, "false vs true"),
     # units, percentages, degrees, thousands separators
-    (r"5\text{ cm}", r"5", 1, "unit"), (r"6\text{ cm}", r"5", 0, "unit, wrong value"), (r"18 \text{ inches}", r"18", 1, "unit"),
-    (r"20\text{ m}^2", r"20", 1, "unit squared"), (r"20\text{ m}^2", r"400", 0, "unit squared is not a square"), (r"12\text{ minutes}", r"12", 1, "unit"), (r"45 \text{ degrees}", r"45", 1, "degrees word"),
-    (r"50\%", r"50", 1, "percent response"), (r"50", r"50\%", 1, "percent gold"), (r"0.5", r"50\%", 1, "fraction vs percent", True),
-    (r"12.5\%", r"12.5", 1, "decimal percent"), (r"40\%", r"60\%", 0, "wrong percent"), (r"25\%", r"\frac{1}{4}", 1, "percent vs fraction", True),
-    (r"30^\circ", r"30", 1, "degrees"), (r"30°", r"30", 1, "unicode degree sign"), (r"60^\circ", r"30", 0, "wrong degrees"),
+    (r"5\text{ cm}", r"5", 1, "unit"), (r"6\text{ cm}", r"5", 0, "unit, wrong value"),
+    (r"18 \text{ inches}", r"18", 1, "unit"),
+    (r"20\text{ m}^2", r"20", 1, "unit squared"), (r"20\text{ m}^2", r"400", 0, "unit squared is not a square"),
+    (r"12\text{ minutes}", r"12", 1, "unit"), (r"45 \text{ degrees}", r"45", 1, "degrees word"),
+    (r"50\%", r"50", 1, "percent response"), (r"50", r"50\%", 1, "percent gold"),
+    (r"0.5", r"50\%", 1, "fraction vs percent", True),
+    (r"12.5\%", r"12.5", 1, "decimal percent"), (r"40\%", r"60\%", 0, "wrong percent"),
+    (r"25\%", r"\frac{1}{4}", 1, "percent vs fraction", True),
+    (r"30^\circ", r"30", 1, "degrees"), (r"30°", r"30", 1, "unicode degree sign"),
+    (r"60^\circ", r"30", 0, "wrong degrees"),
     (r"1,000", r"1000", 1, "thousands separator"), (r"10,000", r"10000", 1, "thousands separator"),
     (r"1,000,000", r"1000000", 1, "thousands separators"), (r"1,234", r"1234", 1, "thousands separator"),
     (r"1,234", r"1243", 0, "thousands separator, wrong"), (r"12,345,678", r"12345678", 1, "thousands separators"),
@@ -493,11 +544,13 @@ c("bulk", None, r"3", 0, "several boxes after think, earlier one is gold", respo
     f"<think>\n{T}\n</think>\n\nFirst we get $\\boxed{{3}}$ for the sub-case, then adding the other case:\n\n"
     "**Final Answer**\n\\[\n\\boxed{5}\n\\]"))
 c("bulk", None, r"42", 0, "box only inside think, nothing after", response=(
-    f"<think>\n{T}\nSo the answer is $\\boxed{{42}}$.\n</think>\n\nI hope this helps! Let me know if you have questions."))
+    f"<think>\n{T}\nSo the answer is $\\boxed{{42}}$.\n</think>\n\n"
+    "I hope this helps! Let me know if you have questions."))
 c("bulk", None, r"42", 1, "wrong draft box in think, right box after", response=(
     f"<think>\n{T}\nSo maybe $\\boxed{{24}}$? No, I swapped the digits.\n</think>\n\nThe answer is $\\boxed{{42}}$."))
 c("bulk", None, r"24", 0, "right draft box in think, wrong box after", response=(
-    f"<think>\n{T}\nSo maybe $\\boxed{{24}}$? No, I think I swapped the digits.\n</think>\n\nThe answer is $\\boxed{{42}}$."))
+    f"<think>\n{T}\nSo maybe $\\boxed{{24}}$? No, I think I swapped the digits.\n</think>\n\n"
+    "The answer is $\\boxed{42}$."))
 c("bulk", None, r"12", 1, "no think block at all", response="We have $3 \\times 4 = 12$. The answer is $\\boxed{12}$.")
 c("bulk", None, r"7", 1, "truncated, no </think>: whole response graded", response=(
     "<think>\nLet me compute. $3 + 4 = 7$, so the answer is $\\boxed{7}$. Let me double check by another method. "
@@ -506,7 +559,8 @@ c("bulk", None, r"42", 0, "empty box", response=f"<think>\n{T}\n</think>\n\nThe 
 c("bulk", None, r"12", 1, "no box at all, answer stated in words", debatable=True,
   response="We have $3 \\times 4 = 12$, so there are 12 ways in total. The answer is 12.")
 c("bulk", None, r"240", 1, "box in think, unboxed final answer after think", debatable=True, response=(
-    f"<think>\n{T}\nSo the count is $\\boxed{{240}}$.\n</think>\n\nCounting arrangements and removing the bad ones gives\n\n"
+    f"<think>\n{T}\nSo the count is $\\boxed{{240}}$.\n</think>\n\n"
+    "Counting arrangements and removing the bad ones gives\n\n"
     "**Final Answer**\n240"))
 c("bulk", None, r"113", 0, "think reaches gold, final box differs", response=(
     f"<think>\nSo $m + n = 113$. Hmm wait, let me recheck the denominator... it should be 131.\n</think>\n\n"
@@ -515,7 +569,8 @@ c("bulk", None, r"468", 1, "multi boxes after think: intermediate values then fi
     "<think>\nLet me find the area first, then the perimeter.\n</think>\n\n"
     "The area is $\\boxed{234}$ per half, so the total is\n\n**Final Answer**\n\\[\n\\boxed{468}\n\\]"))
 c("bulk", None, r"\frac{1}{2}", 1, "note after the final box", response=(
-    f"<think>\n{T}\n</think>\n\nThe probability is $\\boxed{{\\dfrac{{1}}{{2}}}}$.\n\n(Note: this assumes the coin is fair.)"))
+    f"<think>\n{T}\n</think>\n\nThe probability is $\\boxed{{\\dfrac{{1}}{{2}}}}$.\n\n"
+    "(Note: this assumes the coin is fair.)"))
 c("bulk", None, r"5", 1, "fbox", response=f"<think>\n{T}\n</think>\n\nHence the answer is $\\fbox{{5}}$.")
 c("bulk", None, r"\frac{3}{4}", 1, "boxed equation with variable", response=(
     f"<think>\n{T}\n</think>\n\nSolving, we find\n\\[\n\\boxed{{p = \\frac{{3}}{{4}}}}\n\\]"))
@@ -568,10 +623,13 @@ MATH_CASES = [  # (response, gold, expected verdict)
     (B("\\begin{bmatrix}1 & 2 \\\\ 3 & 4\\end{bmatrix}"), "\\begin{pmatrix}1&2\\\\3&5\\end{pmatrix}", 0),
     (B("\\begin{pmatrix}0.5\\\\ 1\\end{pmatrix}"), "\\begin{pmatrix}\\frac12\\\\1\\end{pmatrix}", 1),
     # extraction: last box, think, missing / empty / unclosed box, fbox, \boxed x
-    ("\\boxed{1} then \\boxed{2}", "2", 1), ("\\boxed{1} then \\boxed{2}", "1", 0), ("\\boxed{1}, \\boxed{2}", "1, 2", 1),
-    ("<think>\\boxed{7}</think> The answer is \\boxed{8}", "8", 1), ("<think>\\boxed{8}</think> The answer is 7", "8", 0),
+    ("\\boxed{1} then \\boxed{2}", "2", 1), ("\\boxed{1} then \\boxed{2}", "1", 0),
+    ("\\boxed{1}, \\boxed{2}", "1, 2", 1),
+    ("<think>\\boxed{7}</think> The answer is \\boxed{8}", "8", 1),
+    ("<think>\\boxed{8}</think> The answer is 7", "8", 0),
     ("The answer is 42.", "42", 0), ("\\boxed{}", "42", 0), ("\\boxed{42", "42", 0), ("\\fbox{42}", "42", 1),
-    ("so \\boxed 42.", "42", 1), ("\\boxed{\\frac{1}{2}}", "\\frac{1}{2}", 1), ("$\\boxed{\\{1, 2\\}}$", "\\{1,2\\}", 1),
+    ("so \\boxed 42.", "42", 1), ("\\boxed{\\frac{1}{2}}", "\\frac{1}{2}", 1),
+    ("$\\boxed{\\{1, 2\\}}$", "\\{1,2\\}", 1),
     # gold given with its own box or dollars
     (B("12"), "$12$", 1), (B("12"), "\\boxed{12}", 1), (B("12"), 12.0, 1), (B("2.5"), 2.5, 1),
 ]
@@ -601,11 +659,15 @@ CLASSES = {
         ("1.8446744073709552\\times10^{19}", "2^{64}", 0), ("2^{10}", "1024", 1), ("7^{20}-1", "7^{20}", 0),
     ],
     "signed infinities": [
-        ("-\\infty", "\\infty", 0), ("\\infty", "-\\infty", 0), ("10^{100}", "\\infty", 0), ("-10^{100}", "-\\infty", 0),
-        ("+\\infty", "\\infty", 1), ("\\infty", "+\\infty", 1), ("+ \\infty", "\\infty", 1), ("- \\infty", "-\\infty", 1),
+        ("-\\infty", "\\infty", 0), ("\\infty", "-\\infty", 0), ("10^{100}", "\\infty", 0),
+        ("-10^{100}", "-\\infty", 0),
+        ("+\\infty", "\\infty", 1), ("\\infty", "+\\infty", 1), ("+ \\infty", "\\infty", 1),
+        ("- \\infty", "-\\infty", 1),
         ("\\infty", "\\infty", 1), ("-\\infty", "+\\infty", 0), ("0", "\\infty", 0), ("\\infty", "0", 0),
-        ("(0, \\infty)", "(-\\infty, 0)", 0), ("[3, +\\infty)", "[3, \\infty)", 1), ("(-\\infty, 2]", "(-\\infty, 2)", 0),
-        ("(-\\infty, +\\infty)", "(-\\infty, \\infty)", 1), ("\\mathbb{R}", "(-\\infty, \\infty)", 1), ("∞", "\\infty", 1),
+        ("(0, \\infty)", "(-\\infty, 0)", 0), ("[3, +\\infty)", "[3, \\infty)", 1),
+        ("(-\\infty, 2]", "(-\\infty, 2)", 0),
+        ("(-\\infty, +\\infty)", "(-\\infty, \\infty)", 1), ("\\mathbb{R}", "(-\\infty, \\infty)", 1),
+        ("∞", "\\infty", 1),
         ("-∞", "-\\infty", 1), ("(-\\infty,-1)\\cup(1,+\\infty)", "(-\\infty, -1) \\cup (1, \\infty)", 1),
         ("(-\\infty,-1)\\cup(1,\\infty)", "(-\\infty, 1) \\cup (1, \\infty)", 0), (float("inf"), "\\infty", 1),
     ],
@@ -614,7 +676,8 @@ CLASSES = {
         ("C", "\\text{(C)}", 1), ("(C)", "\\text{(C)}", 1), ("\\text{(C)}", "C", 1), ("\\textbf{(C)}", "(C)", 1),
         ("\\mathrm{(C)}", "C", 1), ("(\\text{C})", "C", 1), ("\\text{C}", "\\text{(C)}", 1), ("\\textbf{(E)}", "E", 1),
         ("E", "(E)", 1), ("\\textbf{(C) }12", "\\text{(C)}", 1), ("(B) 12", "B", 1), ("D", "\\text{(C)}", 0),
-        ("\\text{(A)}", "\\text{(B)}", 0), ("(C) 12", "\\text{(D)}", 0), ("12", "\\text{(C)}", 0), ("\\textbf{(B)}", "\\mathrm{B}", 1),
+        ("\\text{(A)}", "\\text{(B)}", 0), ("(C) 12", "\\text{(D)}", 0), ("12", "\\text{(C)}", 0),
+        ("\\textbf{(B)}", "\\mathrm{B}", 1),
     ],
     "the empty set in any spelling": [
         ("\\emptyset", "\\varnothing", 1), ("\\varnothing", "\\emptyset", 1), ("\\{\\}", "\\emptyset", 1),
@@ -626,46 +689,66 @@ CLASSES = {
         ("x \\in (-\\infty, 2]", "(-\\infty, 2]", 1), ("(-\\infty, 2]", "x \\in (-\\infty, 2]", 1),
         ("x \\in [1,3]", "[1,3]", 1), ("x \\in [1,3)", "[1,3]", 0), ("x \\in [-2, 7]", "x \\in [-2,7]", 1),
         ("k = 5", "5", 1), ("n=12", "12", 1), ("n = 13", "12", 0), ("f(x) = x^2", "x^2", 1), ("y = 2x+3", "2x+3", 1),
-        ("\\theta = \\frac{\\pi}{3}", "\\frac{\\pi}{3}", 1), ("AB = 5", "5", 1), ("x \\in \\mathbb{R}", "(-\\infty,\\infty)", 1),
-        ("x\\in(-\\infty,-2)\\cup(3,\\infty)", "(-\\infty,-2)\\cup(3,\\infty)", 1), ("x \\in \\{1, 2\\}", "\\{1,2\\}", 1),
+        ("\\theta = \\frac{\\pi}{3}", "\\frac{\\pi}{3}", 1), ("AB = 5", "5", 1),
+        ("x \\in \\mathbb{R}", "(-\\infty,\\infty)", 1),
+        ("x\\in(-\\infty,-2)\\cup(3,\\infty)", "(-\\infty,-2)\\cup(3,\\infty)", 1),
+        ("x \\in \\{1, 2\\}", "\\{1,2\\}", 1),
         ("g(x) = \\frac{1}{x}", "\\frac1x", 1),
     ],
     "lists of roots joined by words": [
-        ("x = -2 \\text{ or } x = 3", "-2, 3", 1), ("x = -2 \\text{ or } x = 3", "3, -2", 1), ("-2 \\text{ or } 3", "-2, 3", 1),
-        ("x=1 \\text{ and } x=2", "1, 2", 1), ("x=1 \\quad \\text{or} \\quad x=2", "1,2", 1), ("x = -1 \\text{ or } x = 1", "\\pm 1", 1),
-        ("x = 0 \\text{ or } x = 1 \\text{ or } x = 2", "0, 1, 2", 1), ("x = 3", "-2, 3", 0), ("x = -2 \\text{ or } x = 4", "-2, 3", 0),
-        ("x = \\frac{-1 \\pm \\sqrt{5}}{2}", "\\frac{-1+\\sqrt5}{2}, \\frac{-1-\\sqrt5}{2}", 1), ("-2, 3, 4", "-2, 3", 0),
+        ("x = -2 \\text{ or } x = 3", "-2, 3", 1), ("x = -2 \\text{ or } x = 3", "3, -2", 1),
+        ("-2 \\text{ or } 3", "-2, 3", 1),
+        ("x=1 \\text{ and } x=2", "1, 2", 1), ("x=1 \\quad \\text{or} \\quad x=2", "1,2", 1),
+        ("x = -1 \\text{ or } x = 1", "\\pm 1", 1),
+        ("x = 0 \\text{ or } x = 1 \\text{ or } x = 2", "0, 1, 2", 1), ("x = 3", "-2, 3", 0),
+        ("x = -2 \\text{ or } x = 4", "-2, 3", 0),
+        ("x = \\frac{-1 \\pm \\sqrt{5}}{2}", "\\frac{-1+\\sqrt5}{2}, \\frac{-1-\\sqrt5}{2}", 1),
+        ("-2, 3, 4", "-2, 3", 0),
     ],
     "matrices written with array": [
-        ("\\left[\\begin{array}{cc} 1 & 2 \\\\ 3 & 4 \\end{array}\\right]", "\\begin{pmatrix}1&2\\\\3&4\\end{pmatrix}", 1),
-        ("\\begin{pmatrix}1&2\\\\3&4\\end{pmatrix}", "\\left[\\begin{array}{cc} 1 & 2 \\\\ 3 & 4 \\end{array}\\right]", 1),
-        ("\\left(\\begin{array}{cc} 1 & 2 \\\\ 3 & 4 \\end{array}\\right)", "\\begin{bmatrix} 1 & 2 \\\\ 3 & 4 \\end{bmatrix}", 1),
+        ("\\left[\\begin{array}{cc} 1 & 2 \\\\ 3 & 4 \\end{array}\\right]",
+         "\\begin{pmatrix}1&2\\\\3&4\\end{pmatrix}", 1),
+        ("\\begin{pmatrix}1&2\\\\3&4\\end{pmatrix}",
+         "\\left[\\begin{array}{cc} 1 & 2 \\\\ 3 & 4 \\end{array}\\right]", 1),
+        ("\\left(\\begin{array}{cc} 1 & 2 \\\\ 3 & 4 \\end{array}\\right)",
+         "\\begin{bmatrix} 1 & 2 \\\\ 3 & 4 \\end{bmatrix}", 1),
         ("\\left[\\begin{array}{c} 1 \\\\ -2 \\end{array}\\right]", "\\begin{pmatrix} 1 \\\\ -2 \\end{pmatrix}", 1),
         ("\\left[\\begin{array}{rr} -\\frac{1}{2} & \\frac{3}{2} \\\\ 1 & -1 \\end{array}\\right]",
          "\\begin{pmatrix} -1/2 & 3/2 \\\\ 1 & -1 \\end{pmatrix}", 1),
-        ("\\left[\\begin{array}{cc} 1 & 2 \\\\ 3 & 5 \\end{array}\\right]", "\\begin{pmatrix}1&2\\\\3&4\\end{pmatrix}", 0),
+        ("\\left[\\begin{array}{cc} 1 & 2 \\\\ 3 & 5 \\end{array}\\right]",
+         "\\begin{pmatrix}1&2\\\\3&4\\end{pmatrix}", 0),
         ("\\begin{pmatrix}1&2\\end{pmatrix}", "\\begin{pmatrix}1\\\\2\\end{pmatrix}", 0),
     ],
     "commuted products": [
-        ("ba", "ab", 1), ("cab", "abc", 1), ("2r\\pi", "2\\pi r", 1), ("y^2x", "xy^2", 1), ("\\sqrt{3}\\cdot 2", "2\\sqrt{3}", 1),
-        ("3\\pi\\sqrt2", "3\\sqrt{2}\\pi", 1), ("r^2h\\pi", "\\pi r^2 h", 1), ("cb^2a", "ab^2c", 1), ("ab\\pi", "\\pi ab", 1),
-        ("\\pi r^2", "\\pi r^2 h", 0), ("ab^2", "ab^2c", 0), ("\\pi", "\\pi ab", 0), ("2\\pi rh", "2\\pi r h", 1), ("a^2b", "ab^2", 0),
+        ("ba", "ab", 1), ("cab", "abc", 1), ("2r\\pi", "2\\pi r", 1), ("y^2x", "xy^2", 1),
+        ("\\sqrt{3}\\cdot 2", "2\\sqrt{3}", 1),
+        ("3\\pi\\sqrt2", "3\\sqrt{2}\\pi", 1), ("r^2h\\pi", "\\pi r^2 h", 1), ("cb^2a", "ab^2c", 1),
+        ("ab\\pi", "\\pi ab", 1),
+        ("\\pi r^2", "\\pi r^2 h", 0), ("ab^2", "ab^2c", 0), ("\\pi", "\\pi ab", 0), ("2\\pi rh", "2\\pi r h", 1),
+        ("a^2b", "ab^2", 0),
     ],
     "equations equal up to a non-zero factor": [
         ("2x+2y=2", "x+y=1", 1), ("3x+6y=9", "x+2y=3", 1), ("y = \\frac{2}{3}x + 2", "2x - 3y + 6 = 0", 1),
         ("x + 2y = 4", "y = -\\frac{1}{2}x + 2", 1), ("2x^2+2y^2=8", "x^2+y^2=4", 1), ("4x - 2y = 2", "y = 2x - 1", 1),
-        ("x+y=1", "x+y=2", 0), ("x^2+y^2 = 9", "(x-1)^2+(y+2)^2=9", 0), ("x + y = 1", "x - y = 1", 0), ("0x = 0", "x+y=1", 0),
+        ("x+y=1", "x+y=2", 0), ("x^2+y^2 = 9", "(x-1)^2+(y+2)^2=9", 0), ("x + y = 1", "x - y = 1", 0),
+        ("0x = 0", "x+y=1", 0),
     ],
     "scientific notation": [
-        ("1e3", "1000", 1), ("1\\times10^{3}", "1000", 1), ("1 \\times 10^3", "1000", 1), ("2.5\\cdot10^{-3}", "0.0025", 1),
-        ("6.02\\times10^{23}", "602000000000000000000000", 1), ("1.5e-3", "0.0015", 1), ("9.11e-31", "9.11\\times 10^{-31}", 1),
-        ("9.11\\times10^{-30}", "9.11\\times10^{-31}", 0), ("1.7\\times10^{-19}", "1.6\\times10^{-19}", 0), ("1e4", "1000", 0),
+        ("1e3", "1000", 1), ("1\\times10^{3}", "1000", 1), ("1 \\times 10^3", "1000", 1),
+        ("2.5\\cdot10^{-3}", "0.0025", 1),
+        ("6.02\\times10^{23}", "602000000000000000000000", 1), ("1.5e-3", "0.0015", 1),
+        ("9.11e-31", "9.11\\times 10^{-31}", 1),
+        ("9.11\\times10^{-30}", "9.11\\times10^{-31}", 0), ("1.7\\times10^{-19}", "1.6\\times10^{-19}", 0),
+        ("1e4", "1000", 0),
         ("6.02\\times10^{23}", 6.02e23, 1), ("2.5\\times 10^{-3}", "0.025", 0),
     ],
     "unicode and invisible characters": [
-        ("½", "\\frac12", 1), ("√3", "\\sqrt{3}", 1), ("2√2", "2\\sqrt{2}", 1), ("3√2", "\\sqrt{18}", 1), ("π", "\\pi", 1),
-        ("−5", "-5", 1), ("2×3", "6", 1), ("2·3", "6", 1), ("x²+1", "x^2+1", 1), ("π²", "\\pi^2", 1), ("⅓", "\\frac{1}{3}", 1),
-        ("¾", "0.75", 1), (f"12{ZW}3", "123", 1), (f"4\u200c2", "42", 1), (f"\u200d7", "7", 1), (f"1\u2060024", "1024", 1),
+        ("½", "\\frac12", 1), ("√3", "\\sqrt{3}", 1), ("2√2", "2\\sqrt{2}", 1), ("3√2", "\\sqrt{18}", 1),
+        ("π", "\\pi", 1),
+        ("−5", "-5", 1), ("2×3", "6", 1), ("2·3", "6", 1), ("x²+1", "x^2+1", 1), ("π²", "\\pi^2", 1),
+        ("⅓", "\\frac{1}{3}", 1),
+        ("¾", "0.75", 1), (f"12{ZW}3", "123", 1), (f"4\u200c2", "42", 1), (f"\u200d7", "7", 1),
+        (f"1\u2060024", "1024", 1),
         (f"\ufeff99", "99", 1), ("1\u00a0000", "1000", 1), ("\\frac{\\sqrt{3}}{\u00a02}", "\\frac{\\sqrt3}{2}", 1),
         ("√3", "1.732", 0), ("½", "0.51", 0), (f"12{ZW}4", "123", 0), ("−5", "5", 0),
     ],
@@ -675,8 +758,10 @@ CLASSES = {
         ("\\sqrt{6}-\\sqrt{2}", "-\\sqrt{2}+\\sqrt{6}", 1), ("\\sqrt{6}+\\sqrt{2}", "\\sqrt{6}-\\sqrt{2}", 0),
         ("\\left( 3, \\frac{\\pi}{2} \\right)", "(3,\\frac{\\pi}{2})", 1), ("\\text{Evelyn}", "\\text{Evelyn}", 1),
         ("\\text{Evelyn}", "\\text{Evie}", 0), ("p - q", "-q + p", 1), ("\\log_2 3", "\\frac{\\ln 3}{\\ln 2}", 1),
-        ("e^{2}", "e^2", 1), ("\\binom{10}{3}", "120", 1), ("0.1\\overline{6}", "\\frac{1}{6}", 1), ("0.\\overline{3}", "1/3", 1),
-        ("0.\\overline{3}", "0.33", 0), ("(3)", "3", 1), ("(3)", "4", 0), ("20\\text{ m}^2", "20", 1), ("20\\text{ m}^2", "400", 0), ("12.5\\%", "12.5", 1),
+        ("e^{2}", "e^2", 1), ("\\binom{10}{3}", "120", 1), ("0.1\\overline{6}", "\\frac{1}{6}", 1),
+        ("0.\\overline{3}", "1/3", 1),
+        ("0.\\overline{3}", "0.33", 0), ("(3)", "3", 1), ("(3)", "4", 0), ("20\\text{ m}^2", "20", 1),
+        ("20\\text{ m}^2", "400", 0), ("12.5\\%", "12.5", 1),
         ("30°", "30", 1), ("\\$32", "32", 1), ("\\text{YES}", "Yes", 1), ("\\sqrt{242}", "11\\sqrt2", 1),
     ],
 }
@@ -684,13 +769,15 @@ CLASSES.update({  # the classes of an outside evaluation against other graders' 
     "several boxes are one answer when the gold has several parts": [
         ("-2} \\text{ and } \\boxed{1", "-2, 1", 1), ("1},\\boxed{2},\\boxed{3", "1, 2, 3", 1),
         ("(2, 2)} \\quad\\text{and}\\quad \\boxed{(6, 2)", "(2, 2), (6, 2)", 1), ("3} or \\boxed{-3", "\\pm 3", 1),
-        ("1},\\boxed{2},\\boxed{3", "1, 2", 0), ("1}, \\boxed{2", "1, 2, 3", 0), ("5} or \\boxed{6} or \\boxed{7", "6", 0),
+        ("1},\\boxed{2},\\boxed{3", "1, 2", 0), ("1}, \\boxed{2", "1, 2, 3", 0),
+        ("5} or \\boxed{6} or \\boxed{7", "6", 0),
         ("x=2} \\text{ and } \\boxed{x=5", "2, 5", 1), ("2} \\text{ for part (a) and } \\boxed{9", "2, 9", 1),
         ("4} and \\boxed{4", "4, 5", 0),
     ],
     "a left-hand side that names the answer": [
         ("(3,2)", "(p,q)=(3,2)", 1), ("(p,q)=(3,2)", "(3,2)", 1), ("11:21", "V_{1}:V_{2}=11:21", 1), ("1", "|AB|=1", 1),
-        ("\\frac{1}{\\sqrt6}", "\\frac{NO}{BO}=\\frac{1}{\\sqrt6}", 1), ("|AB| = 2", "1", 0), ("(p,q)=(2,3)", "(3,2)", 0),
+        ("\\frac{1}{\\sqrt6}", "\\frac{NO}{BO}=\\frac{1}{\\sqrt6}", 1), ("|AB| = 2", "1", 0),
+        ("(p,q)=(2,3)", "(3,2)", 0),
         ("11:20", "V_1:V_2=11:21", 0), ("S_{ABC}=12", "12", 1), ("x + y = 1", "1", 0),
     ],
     "inequalities written the other way round": [
@@ -702,15 +789,18 @@ CLASSES.update({  # the classes of an outside evaluation against other graders' 
         ("\\frac{2}{0}", "0", 0), ("1/0", "\\infty", 0), ("\\frac{1}{0}", "1", 0), ("12:00", "1:00", 0),
     ],
     "notation": [
-        ("28 percent", "28\\%", 1), ("28 pct", "28\\%", 1), ("28\\%", "28 percent", 1), ("125\\textnormal{ miles}", "125", 1),
+        ("28 percent", "28\\%", 1), ("28 pct", "28\\%", 1), ("28\\%", "28 percent", 1),
+        ("125\\textnormal{ miles}", "125", 1),
         ("(0;0;0)", "(0,0,0)", 1), ("(11,7)or(7,11)", "(7,11), (11,7)", 1), ("\\frac3{3}", "1", 1),
         ("{-2021, 2021}", "\\pm 2021", 1), ("[3,4]\\cup[1,2]", "[1,2]\\cup[3,4]", 1), ("29 percent", "28\\%", 0),
         ("(0;0;1)", "(0,0,0)", 0), ("\\frac3{4}", "1", 0), ("{-2021, 2022}", "\\pm 2021", 0),
     ],
     "conventions decided (README)": [
-        ("x = 5+5+1 = 11", "11", 1), ("32, 349", "32349", 0), ("32,349", "32349", 1), ("0.333333333333", "\\frac{1}{3}", 1),
+        ("x = 5+5+1 = 11", "11", 1), ("32, 349", "32349", 0), ("32,349", "32349", 1),
+        ("0.333333333333", "\\frac{1}{3}", 1),
         ("0.3333333", "\\frac13", 0), ("1.4142135623730951", "\\sqrt2", 1), ("3.33333333", "\\frac{10}{3}", 1),
-        ("10, 4, -2", "4, 10, -2", 1), ("1.8446744073709552\\times10^{19}", "2^{64}", 0), ("0.0833333", "\\frac{1}{12}", 0),
+        ("10, 4, -2", "4, 10, -2", 1), ("1.8446744073709552\\times10^{19}", "2^{64}", 0),
+        ("0.0833333", "\\frac{1}{12}", 0),
     ],
 })
 

@@ -26,6 +26,7 @@ from torch.utils._pytree import tree_flatten
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import delta  # noqa: E402
+import tasks  # noqa: E402
 import memory  # noqa: E402
 
 MiB = 1 << 20
@@ -194,7 +195,7 @@ def compare(name, fsdp, world=2, tmp=None, model=None):
     tmp = tmp or tempfile.mkdtemp(prefix="memory_measured-")
     path = model or os.path.join(tmp, "model")
     if not model:
-        delta.build_tiny(path, max_position_embeddings=1024, **config)
+        tasks.build_tiny(path, max_position_embeddings=1024, **config)
     args = delta.Args(model=path, output_dir=tmp, precision="bf16", fsdp=fsdp, max_prompt_length=64, **settings)
     out = os.path.join(tmp, "peaks.pt")
     mp.spawn(worker, args=(world, tmp, path, args, out), nprocs=world, join=True)

@@ -345,7 +345,8 @@ def suite_rllm():
     s = Suite("rllm")
     src = git_src("rllm-org/rllm", "tests/rewards/test_math_reward.py")
     for fn in functions(src.tree):
-        if any(call_name(d) == "skip" or (isinstance(d, ast.Attribute) and d.attr == "skip") for d in fn.decorator_list):
+        if any(call_name(d) == "skip" or (isinstance(d, ast.Attribute) and d.attr == "skip")
+               for d in fn.decorator_list):
             s.skip(f"test marked skip ({fn.name})")
             continue
         env = {}
@@ -430,7 +431,8 @@ def suite_mindspeed():
                 if pos_opts:
                     kw["pause_tokens_index"] = pos_opts[0]
                 name = call_name(call)
-                minerva = name == "is_correct_minerva" or (name in ("verify", "compute_score") and not kw.get("strict_box_verify"))
+                minerva = name == "is_correct_minerva" or (name in ("verify", "compute_score")
+                                                           and not kw.get("strict_box_verify"))
                 if minerva and "answer_pattern" not in kw and "Answer:" not in resp:
                     s.skip(f"minerva path finds no 'Answer:' line, label reflects extraction failure ({fn.name})")
                     continue
@@ -579,7 +581,8 @@ def suite_verifiers():
 def suite_trl():
     s = Suite("trl")
     src = git_src("huggingface/trl", "tests/test_rewards.py")
-    format_driven = {"test_correct_answer_in_reasoning_yields_zero_reward", "test_incomplete_reasoning_yields_zero_reward"}
+    format_driven = {"test_correct_answer_in_reasoning_yields_zero_reward",
+                     "test_incomplete_reasoning_yields_zero_reward"}
     for fn in functions(src.tree):
         env, call = {}, None
         for st in fn.body:

@@ -31,9 +31,10 @@ HELD_OUT = 128
 SETTINGS = [  # fixed before the first run (docs/real-model.md); --answer_format and the task from the base probe
     "--answer_format", "last_number", "--max_new_tokens", "32", "--overlong_buffer", "8",
     "--prompts_per_step", "8", "--group_size", "8", "--mini_batch_prompts", "4", "--temperature", "0.6",
-    "--lr", "1e-5", "--max_steps", "100", "--eval_every", "20", "--eval_size", str(HELD_OUT),
+    "--lr", "1e-5", "--max_steps", "60", "--eval_every", "20", "--eval_size", str(HELD_OUT),
     "--save_every", "10", "--dump_rollouts_every", "20", "--progress", "false",
-]  # a first attempt at 150 steps was stopped after its first step for its cost (16 min a step on the loaded machine)
+]  # 150 steps were stopped after the first for their cost (16 min a step on the loaded machine), then 100 at step 30
+# (the session's time; resumed to 60 from checkpoint-30)
 
 
 PROBE_TASKS = {  # candidates: (name, operands' ranges, operator)
@@ -167,7 +168,8 @@ def report(out):
             m0, se0 = mean_se([base[i] for i in after])
             m1, se1 = mean_se(list(after.values()))
             d, sed = mean_se(diff)
-            print(f"held-out greedy accuracy (eval.py, {len(diff)} problems): base {100 * m0:.1f} % (se {100 * se0:.1f})"
+            print(f"held-out greedy accuracy (eval.py, {len(diff)} problems): "
+                  f"base {100 * m0:.1f} % (se {100 * se0:.1f})"
                   f" -> trained {100 * m1:.1f} % (se {100 * se1:.1f}); paired difference {100 * d:+.1f} points "
                   f"(se {100 * sed:.1f}; {sum(x > 0 for x in diff)} problems gained, {sum(x < 0 for x in diff)} lost)")
 

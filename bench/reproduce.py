@@ -1,17 +1,17 @@
 """The paper's Table 1 in miniature: the embedded tasks, the paper's baselines and DelTA's ablations over
 seeds, at equal RL steps, through delta.py exactly as a user runs it.
 
-    python bench/reproduce.py                       # delta, dapo (5 seeds), grpo, forking, sapo, fipo (3 seeds), both tasks
-    python bench/reproduce.py --ablations           # also DelTA's ablations (3 seeds)
-    python bench/reproduce.py --report_only         # tables and plots from the runs already on disk
+    python bench/reproduce.py                   # delta, dapo (5 seeds), grpo, forking, sapo, fipo (3 seeds), both tasks
+    python bench/reproduce.py --ablations       # also DelTA's ablations (3 seeds)
+    python bench/reproduce.py --report_only     # tables and plots from the runs already on disk
     python bench/reproduce.py --tasks addition --methods delta,dapo --seeds 2 --steps 50   # a quick look
 
 Runs go to runs/reproduce/<task>/<method>/s<seed>/ (metrics.jsonl and the model), two at a time on two
 cores; a finished run is not run again. Then it writes docs/reproduce.md (held-out accuracy at the end
 and the area under the accuracy curve, mean +- 95 % CI over seeds, the paired difference DelTA - DAPO,
 and per-category lambda of DelTA where the runs logged it, as the runs of this page's commit did; newer runs
-measure it from rollout dumps with bench/rollouts.py) and docs/reproduce-<task>.png (accuracy, response length and entropy
-against the step, a band over seeds). The plots need matplotlib (pip install matplotlib).
+measure it from rollout dumps with bench/rollouts.py) and docs/reproduce-<task>.png (accuracy, response length and
+entropy against the step, a band over seeds). The plots need matplotlib (pip install matplotlib).
 """
 import argparse
 import json
@@ -39,8 +39,9 @@ ABLATIONS = {  # DelTA with one component removed (paper Sec. 5)
     "delta, no mass normalisation": ["--algo", "delta", "--delta_normalise", "false"],
     "delta, no linear map": ["--algo", "delta", "--lam_min", "0", "--lam_max", "1"],
 }
-T975 = [12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145, 2.131,
-        2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042]  # df 1..30
+T975 = [12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228,
+        2.201, 2.179, 2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086,
+        2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042]  # df 1..30
 
 
 def folder_name(method):
@@ -129,7 +130,8 @@ def report(out, tasks, methods, seeds_of, docs, wall):
              f"(wall time of the runs: {wall / 60:.0f} min). "
              "Held-out accuracy (greedy, 256 problems) in %, mean ± 95 % CI over seeds (t distribution).", ""]
     for task in tasks:
-        lines += [f"## Task `{task}`", "", "| method | seeds | before RL | end of RL | area under the curve |", "|---|---|---|---|---|"]
+        lines += [f"## Task `{task}`", "", "| method | seeds | before RL | end of RL | area under the curve |",
+                  "|---|---|---|---|---|"]
         finals = {}
         for method in methods:
             runs = [folder(out, task, method, s) for s in seeds_of(method)]
@@ -144,7 +146,8 @@ def report(out, tasks, methods, seeds_of, docs, wall):
             pairs = [(finals["delta"][d], finals["dapo"][d.replace("/delta/", "/dapo/")])
                      for d in finals["delta"] if d.replace("/delta/", "/dapo/") in finals["dapo"]]
             diffs = [a - b for a, b in pairs]
-            lines += ["", f"Paired difference DelTA - DAPO at the end of RL: {fmt(diffs)} points over {len(diffs)} seeds "
+            lines += ["", f"Paired difference DelTA - DAPO at the end of RL: {fmt(diffs)} points "
+                      f"over {len(diffs)} seeds "
                       f"(per seed: {', '.join(f'{100 * x:+.1f}' for x in diffs)})."]
         ablations = [m for m in methods if m in ABLATIONS and m in finals and "delta" in finals]
         if ablations:  # paired by seed, like DelTA - DAPO: each ablation against the full method
@@ -154,12 +157,14 @@ def report(out, tasks, methods, seeds_of, docs, wall):
                 full = lambda d: d.replace(f"/{folder_name(m)}/", "/delta/")  # DelTA's run with the same seed
                 same = [d for d in finals[m] if full(d) in finals["delta"]]
                 end = [finals[m][d] - finals["delta"][full(d)] for d in same]
-                auc = [area(curve(read(d), "eval/accuracy")) - area(curve(read(full(d)), "eval/accuracy")) for d in same]
+                auc = [area(curve(read(d), "eval/accuracy")) - area(curve(read(full(d)), "eval/accuracy"))
+                       for d in same]
                 lines.append(f"| {m} | {len(same)} | {fmt(end)} | {fmt(auc)} |")
         cats = category_table(out, task, seeds_of)
         if cats:
             lines += ["", "DelTA's coefficients by token category (mean lam over all RL steps and seeds; "
-                      "+ correct responses, - incorrect):", "", "| category | lam, + side | lam, - side |", "|---|---|---|"]
+                      "+ correct responses, - incorrect):", "",
+                      "| category | lam, + side | lam, - side |", "|---|---|---|"]
             lines += [f"| {c} | {p} | {n} |" for c, p, n in cats]
         lines.append("")
         plot(out, task, methods, seeds_of, docs)
@@ -214,7 +219,8 @@ def plot(out, task, methods, seeds_of, docs):
             lo = [min(c[s] for c in curves) for s in steps]
             hi = [max(c[s] for c in curves) for s in steps]
             style = "-" if method in ("delta", "dapo") else "--" if "," not in method else ":"
-            line, = ax.plot(steps, mean, style, label=f"{method} ({len(curves)})", lw=2 if method in ("delta", "dapo") else 1.2)
+            line, = ax.plot(steps, mean, style, label=f"{method} ({len(curves)})",
+                            lw=2 if method in ("delta", "dapo") else 1.2)
             ax.fill_between(steps, lo, hi, color=line.get_color(), alpha=0.12)
         ax.set_title(label)
         ax.set_xlabel("RL step")

@@ -97,13 +97,13 @@ class DeltaGRPOTrainer(GRPOTrainer):
 
 
 def addition_data(n_eval=256):
-    """delta.py's embedded addition task as TRL conversational prompts (the tiny model's chat template)."""
-    import delta
+    """delta.py's embedded addition task (tasks.py) as TRL conversational prompts (the tiny model's chat template)."""
+    import tasks
     from datasets import Dataset
 
     rows = lambda part: Dataset.from_list([{"prompt": [{"role": "user", "content": r["question"]}],  # noqa: E731
                                             "answer": r["answer"]} for r in part])
-    train, held_out = delta.TASKS["addition"]["build"](0, n_eval)
+    train, held_out = tasks.TASKS["addition"]["build"](0, n_eval)
     return rows(train), held_out
 
 
