@@ -1355,7 +1355,8 @@ def test_the_code_task_runs_under_torchrun(tmp_path, engine):
 @pytest.mark.slow
 def test_rl_raises_the_held_out_pass_rate_on_the_code_task(tmp_path):
     """`python delta.py --task code`: the warm start, then 60 RL steps with the sandbox in the loop raise the
-    greedy pass rate on 256 held-out functions (measured: 32.0 % -> 39.8 %; asserts +4 points)."""
+    greedy pass rate on 256 held-out functions (asserts +4 points; the bar from three seeds' 200-step runs: seed 0,
+    the one this runs, gained +5.9 to +6.7 points at steps 25 to 75; seed 1 +7.0 to +11.3; seed 2 +0.4 to +3.9)."""
     out = str(tmp_path / "code")
     p = run_delta("--task", "code", "--prompts_per_step", "16", "--max_steps", "60", "--eval_every", "0",
                   "--output_dir", out, "--progress", "false")
