@@ -6,7 +6,7 @@ optional packages' integrations.
     feature_buffer  where DelTA's features go: the GPU, or host memory (--offload_features, or when the GPU is short)
     VLLMSampler     --vllm: rollouts and evaluations sampled by a colocated vLLM engine (vllm_problem: its checks)
     metrics_sink    --report_to tensorboard | wandb
-    expandable_segments, optimizer_state_now   the CUDA allocator's pages; AdamW's moments before vLLM sizes itself
+    expandable_segments  the CUDA allocator maps pages, so what a phase frees goes back whole
 
 delta.py imports this file only when one of these flags is set or on a GPU, and this file imports nothing of
 delta.py (bench/memory.py books its figures with the functions here).
@@ -424,13 +424,3 @@ def expandable_segments():
     if "expandable_segments" not in conf:
         os.environ[name] = conf = ",".join(filter(None, [conf, "expandable_segments:True"]))
         torch._C._accelerator_setAllocatorSettings(conf)  # the whole string: torch resets the options it omits
-
-
-def optimizer_state_now(optimizer):
-    """AdamW's moments made now as its first step would make them (zeros, step 0: torch/optim/adam.py, _init_group),
-    not at the first step, after vLLM has taken the memory they need."""
-    for group in optimizer.param_groups:
-        for p in group["params"]:
-            if not optimizer.state[p]:
-                optimizer.state[p] = {"step": torch.tensor(0.0), "exp_avg": torch.zeros_like(p),
-                                      "exp_avg_sq": torch.zeros_like(p)}

@@ -1729,7 +1729,7 @@ def test_vllm_offload_trainer_parks_the_trainer_while_vllm_is_awake(tiny, monkey
     for p in model.parameters():  # storages of their own, as on a GPU (from_pretrained maps the file on a CPU)
         p.data = p.data.clone()
     optimizer = torch.optim.AdamW(model.parameters())
-    engines.optimizer_state_now(optimizer)
+    delta.optimizer_state_now(optimizer)
     for s in optimizer.state.values():
         s["exp_avg"].normal_()
     tensors = list(model.parameters()) + [t for s in optimizer.state.values() for t in (s["exp_avg"], s["exp_avg_sq"])]
