@@ -193,6 +193,7 @@ def compare(name, fsdp, world=2, tmp=None, model=None):
     in place of the shape's randomly initialised Qwen3."""
     config, settings = SHAPES[name]
     tmp = tmp or tempfile.mkdtemp(prefix="memory_measured-")
+    os.makedirs(tmp, exist_ok=True)  # the rendezvous file and the peaks are written here
     path = model or os.path.join(tmp, "model")
     if not model:
         tasks.build_tiny(path, max_position_embeddings=1024, **config)
