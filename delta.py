@@ -1068,19 +1068,9 @@ def make_run(args, model, tok, source, rank=0, world=1, device=torch.device("cpu
                                 reward=reward_kind(args, train_rows), reward_seconds=0.0,
                                 router_coef=router_loss_coef(model.config))  # an MoE's load balancing
     run.optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=args.weight_decay)
-    optimizer_state_now(run.optimizer)  # before vLLM sizes itself by the free memory
-    run.sampler = make_sampler(args, model, tok, source, sharding, rank, run.optimizer)  # sees what is left
+    # --vllm: the sampler makes AdamW's state first, then vLLM sizes itself by what the trainer leaves
+    run.sampler = make_sampler(args, model, tok, source, sharding, rank, run.optimizer)
     return run
-
-
-def optimizer_state_now(optimizer):
-    """AdamW's moments made now as its first step would make them (zeros, step 0: torch/optim/adam.py, _init_group),
-    not at the first step, after vLLM has taken the memory they need."""
-    for group in optimizer.param_groups:
-        for p in group["params"]:
-            if not optimizer.state[p]:
-                optimizer.state[p] = {"step": torch.tensor(0.0), "exp_avg": torch.zeros_like(p),
-                                      "exp_avg_sq": torch.zeros_like(p)}
 
 
 def reward_kind(args, rows):

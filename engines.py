@@ -210,6 +210,15 @@ def as_bytes(st):
     return torch.empty(0, dtype=torch.uint8, device=st.device).set_(st, 0, (st.nbytes(),), (1,))
 
 
+def optimizer_state_now(optimizer):
+    """AdamW's moments made now as its first step would make them (zeros, step 0: torch/optim/adam.py, _init_group)."""
+    for group in optimizer.param_groups:
+        for p in group["params"]:
+            if not optimizer.state[p]:
+                optimizer.state[p] = {"step": torch.tensor(0.0), "exp_avg": torch.zeros_like(p),
+                                      "exp_avg_sq": torch.zeros_like(p)}
+
+
 class Parking:
     """--vllm_offload_trainer: the trainer's weights, gradients (DDP's buckets) and AdamW state moved to exact-size
     pinned host memory while vLLM is awake, storage by storage (every tensor keeps its identity: FSDP's shards, the
@@ -279,6 +288,8 @@ class VLLMSampler:
                       load_format="dummy" if model is not None else "auto",  # pushed before every generation
                       enforce_eager=not gpu)
         n = sum(p.numel() for p in model.parameters()) if model is not None else 0
+        if optimizer is not None:
+            optimizer_state_now(optimizer)  # not at the first step, after vLLM has taken the memory it needs
         if self.parking is not None:
             self.parking.park()  # vLLM sizes itself with the trainer's state in host memory
         if gpu:

@@ -3,7 +3,8 @@
 Runs in its own environment (verl pins transformers < 5.11 and pulls Ray): `bash .ci/verl.sh` builds it from
 requirements-verl.txt and runs `python -m pytest -q test_verl.py`; the main suite (pytest.ini) never collects
 this file. Each setting runs in a fresh process group (torchrun, 1 or 2 gloo processes; this file is the worker
-script): verl's ActorRolloutRefWorker(role="actor") with FSDP2 on the tiny Qwen3 that tasks.build_tiny saves, fed
+script): verl's ActorRolloutRefWorker(role="actor") with FSDP2 on the tiny Qwen3 that tasks.build_tiny saves (and,
+where DELTA_REAL_MODEL names its folder, on SmolLM2-135M-Instruct: .ci/real.sh makes it), fed
 by verl's own v0 driver code (RayPPOTrainer._compute_old_log_prob / _update_actor, compute_advantage), and
 compared with delta.py's own forward (delta.response_logprobs on the model loaded with from_pretrained),
 group_advantages, delta_coefficients and policy_loss on the whole batch.
@@ -409,8 +410,16 @@ def main_stock(tiny, out):
 
 
 # ================================================================================================ the tests (pytest)
-SETTINGS = [(1, False), (1, True), (2, False), (2, True)]  # processes, use_remove_padding
-IDS = [f"{w}proc-{'rmpad' if r else 'padded'}" for w, r in SETTINGS]
+REAL = os.environ.get("DELTA_REAL_MODEL")  # SmolLM2-135M-Instruct's folder, where the real-model job made it
+SETTINGS = [(1, False, "tiny"), (1, True, "tiny"), (2, False, "tiny"), (2, True, "tiny")] + (
+    [(1, True, "real"), (2, True, "real")] if REAL else [])  # processes, use_remove_padding, model
+IDS = [f"{w}proc-{'rmpad' if r else 'padded'}" + ("-real" if m == "real" else "") for w, r, m in SETTINGS]
+# fp32 tolerances of the forward: the real model's 30 layers take verl's unpadded pass and delta.py's padded one
+# up to 3.1e-5 apart in log pi_old and 1e-4 in a gradient (relative to its tensor's largest entry), measured with
+# `DELTA_REAL_MODEL=... python -m pytest -s test_verl.py -k real`; on 1 process the plugin at lam = 1 and stock verl
+# are equal to the bit, so the gap is the forward's, not DelTA's. What DelTA adds (lam, the loss) keeps the tiny
+# model's tolerances.
+TOL = {"tiny": dict(logp=1e-5, grad=1e-5), "real": dict(logp=1e-4, grad=3e-4)}
 
 
 def torchrun(nproc, *args):
@@ -441,101 +450,107 @@ def tiny(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def runs(tiny, tmp_path_factory):
-    """Figures of each setting (main_plugin), each run once."""
+    """Figures of each setting (main_plugin), each run once; model: "tiny", or "real" (DELTA_REAL_MODEL)."""
     done, folder = {}, tmp_path_factory.mktemp("runs")
 
-    def get(world, rmpad):
-        if (world, rmpad) not in done:
-            out = str(folder / f"{world}-{int(rmpad)}.json")
-            torchrun(world, "plugin", tiny, int(rmpad), out)
-            done[world, rmpad] = dict(json.load(open(out)), grads=out + ".grads")
-        return done[world, rmpad]
+    def get(world, rmpad, model="tiny"):
+        if (world, rmpad, model) not in done:
+            out = str(folder / f"{world}-{int(rmpad)}-{model}.json")
+            torchrun(world, "plugin", tiny if model == "tiny" else REAL, int(rmpad), out)
+            done[world, rmpad, model] = dict(json.load(open(out)), grads=out + ".grads")
+        return done[world, rmpad, model]
     return get
 
 
 @pytest.fixture(scope="session")
 def stock(tiny, tmp_path_factory):
-    """verl without the plugin (main_stock)."""
-    out = str(tmp_path_factory.mktemp("stock") / "stock.json")
-    torchrun(1, "stock", tiny, out)
-    return dict(json.load(open(out)), grads=out + ".grads")
+    """verl without the plugin (main_stock), on each model, each run once."""
+    done, folder = {}, tmp_path_factory.mktemp("stock")
+
+    def get(model="tiny"):
+        if model not in done:
+            out = str(folder / f"stock-{model}.json")
+            torchrun(1, "stock", tiny if model == "tiny" else REAL, out)
+            done[model] = dict(json.load(open(out)), grads=out + ".grads")
+        return done[model]
+    return get
 
 
 def show(name, figures):
     print(f"\n{name}: " + ", ".join(f"{k} {v:.2g}" if isinstance(v, float) else f"{k} {v}" for k, v in figures.items()))
 
 
-@pytest.mark.parametrize("world,rmpad", SETTINGS, ids=IDS)
-def test_lam_from_verls_old_log_prob_pass_equals_delta_py(runs, world, rmpad):
+@pytest.mark.parametrize("world,rmpad,model", SETTINGS, ids=IDS)
+def test_lam_from_verls_old_log_prob_pass_equals_delta_py(runs, world, rmpad, model):
     """Inside verl's worker, h is the decoder's output in verl's own old-log-prob pass (no forward of the plugin's
     during the update), and the lam verl's loss receives (as A lam) is delta_coefficients on delta.py's own forward
     of the whole batch, over every rank's rows; DELTA_H=pass (one no-grad pass of its own) gives the same lam."""
-    r = runs(world, rmpad)
+    r = runs(world, rmpad, model)
     show(f"lam, {world} proc, rmpad={rmpad}", {k: r[k] for k in (
         "old_logp_diff", "adv_diff", "lam_diff", "lam_zero_diff", "lam_std", "nograd_forwards", "pass_lam_diff",
         "pass_nograd_forwards")})
-    assert r["old_logp_diff"] < 1e-5 and r["adv_diff"] < 1e-6  # verl's pi_old and GRPO advantages are delta.py's
+    assert r["old_logp_diff"] < TOL[model]["logp"] and r["adv_diff"] < 1e-6  # verl's pi_old, GRPO advantages
     assert r["lam_diff"] < 1e-5 and r["lam_zero_diff"] < 1e-5 and r["lam_std"] > 0.05  # lam is not ~1 everywhere
     assert r["nograd_forwards"] == 0 and r["metrics"]["actor/delta/h_from_verl_pass"] == 1.0
     assert r["pass_lam_diff"] < 1e-5 and r["pass_nograd_forwards"] > 0
 
 
-@pytest.mark.parametrize("world,rmpad", SETTINGS, ids=IDS)
-def test_per_rank_option_is_the_forks_scope(runs, world, rmpad):
+@pytest.mark.parametrize("world,rmpad,model", SETTINGS, ids=IDS)
+def test_per_rank_option_is_the_forks_scope(runs, world, rmpad, model):
     """DELTA_SCOPE=rank (group=None): lam of each rank's rows alone, as the official fork; on 2 processes it differs
     from the global lam, on 1 it is the same."""
-    r = runs(world, rmpad)
+    r = runs(world, rmpad, model)
     show(f"per rank, {world} proc, rmpad={rmpad}", {k: r[k] for k in ("lam_rank_diff", "rank_vs_global")})
     assert r["lam_rank_diff"] < 1e-5 and r["rank_nograd_forwards"] == 0
     assert r["rank_vs_global"] > 0.05 if world > 1 else r["rank_vs_global"] < 1e-5
 
 
-@pytest.mark.parametrize("world,rmpad", SETTINGS, ids=IDS)
-def test_verls_loss_is_policy_loss_with_lam(runs, world, rmpad):
+@pytest.mark.parametrize("world,rmpad,model", SETTINGS, ids=IDS)
+def test_verls_loss_is_policy_loss_with_lam(runs, world, rmpad, model):
     """verl's loss (actor/pg_loss) and gradients with the plugin are policy_loss(..., lam) on the whole batch:
     off-policy, with the clip and the dual clip binding (pi_old moved, so the held features are refused and the
     plugin's own pass at the batch's pi_old gives lam), and on-policy."""
-    r = runs(world, rmpad)
+    r = runs(world, rmpad, model)
     show(f"loss, {world} proc, rmpad={rmpad}", {k: r[k] for k in (
         "off_lam_diff", "off_loss_diff", "off_grad_diff", "clipfrac", "clipfrac_dual", "verl_clipfrac",
         "verl_clipfrac_dual", "loss_diff_on_policy", "grad_diff_on_policy")})
     assert r["clipfrac"] > 0.1 and r["clipfrac_dual"] > 0.01  # both clips bind (delta.py's count) ...
     assert r["verl_clipfrac"] > 0.1 and r["verl_clipfrac_dual"] > 0.01  # ... and verl's
     assert r["off_h_from_verl_pass"] == 0.0 and r["off_nograd_forwards"] > 0 and r["off_lam_diff"] < 1e-5
-    assert r["off_loss_diff"] < 1e-6 and r["off_grad_diff"] < 1e-5
-    assert r["loss_diff_on_policy"] < 1e-6 and r["grad_diff_on_policy"] < 1e-5
+    assert r["off_loss_diff"] < 1e-6 and r["off_grad_diff"] < TOL[model]["grad"]
+    assert r["loss_diff_on_policy"] < 1e-6 and r["grad_diff_on_policy"] < TOL[model]["grad"]
 
 
-@pytest.mark.parametrize("world,rmpad", SETTINGS, ids=IDS)
-def test_lam_one_is_verls_own_dapo(runs, stock, world, rmpad):
+@pytest.mark.parametrize("world,rmpad,model", SETTINGS, ids=IDS)
+def test_lam_one_is_verls_own_dapo(runs, stock, world, rmpad, model):
     """With lam = 1 (the band [1, 1]) verl's loss with the plugin is verl's own vanilla loss without it (a process
     that never imported the plugin) and policy_loss without lam, in value and gradient, off-policy."""
-    r = runs(world, rmpad)
+    r, stock = runs(world, rmpad, model), stock(model)
     mine, own = torch.load(r["grads"]), torch.load(f"{stock['grads']}{int(rmpad)}")
     figures = {"loss_vs_verl": abs(r["one_loss"] - stock[f"vanilla_loss_{rmpad}"]),
                "grad_vs_verl": max(float((mine[n] - g).abs().max() / g.abs().max()) for n, g in own.items()),
                "loss_vs_policy_loss": r["one_loss_diff"], "grad_vs_policy_loss": r["one_grad_diff"]}
     show(f"lam = 1, {world} proc, rmpad={rmpad}", figures)
-    assert figures["loss_vs_verl"] < 1e-6 and figures["grad_vs_verl"] < 1e-5
-    assert r["one_loss_diff"] < 1e-6 and r["one_grad_diff"] < 1e-5
+    assert figures["loss_vs_verl"] < 1e-6 and figures["grad_vs_verl"] < TOL[model]["grad"]
+    assert r["one_loss_diff"] < 1e-6 and r["one_grad_diff"] < TOL[model]["grad"]
 
 
-@pytest.mark.parametrize("world,rmpad", SETTINGS, ids=IDS)
-def test_lam_is_taken_at_pi_old_before_the_first_update(runs, world, rmpad):
+@pytest.mark.parametrize("world,rmpad,model", SETTINGS, ids=IDS)
+def test_lam_is_taken_at_pi_old_before_the_first_update(runs, world, rmpad, model):
     """Two mini-batches with lr > 0: the weights move after the first, yet both losses receive the lam of pi_old
     (h from the old-log-prob pass, lam once per rollout batch)."""
-    r = runs(world, rmpad)
+    r = runs(world, rmpad, model)
     show(f"two mini-batches, {world} proc, rmpad={rmpad}",
          {k: r[k] for k in ("two_steps", "two_moved", "two_lam_diff")})
     assert r["two_steps"] == 2 and r["two_moved"] > 1e-3 and r["two_h_from_verl_pass"] == 1.0
     assert r["two_lam_diff"] < 1e-5
 
 
-@pytest.mark.parametrize("world,rmpad", SETTINGS, ids=IDS)
-def test_delta_statistics_are_in_verls_metrics(runs, world, rmpad):
+@pytest.mark.parametrize("world,rmpad,model", SETTINGS, ids=IDS)
+def test_delta_statistics_are_in_verls_metrics(runs, world, rmpad, model):
     """actor/delta/* in the metrics verl's driver returns: lam's mean 1 and its range, and the coefficients'
     statistics equal delta_coefficients' on the whole batch."""
-    r = runs(world, rmpad)
+    r = runs(world, rmpad, model)
     m, ref = r["metrics"], r["ref_stats"]
     show(f"metrics, {world} proc, rmpad={rmpad}", {k.split("/")[-1]: v for k, v in m.items()})
     for k in ("lam_mean", "lam_std", "lam_min", "lam_max", "lam_zero", "disc_acc", "gamma_pos", "gamma_neg", "scale",
@@ -556,6 +571,7 @@ def test_the_delta_loss_is_registered_and_refuses_outside_an_update(runs):
 def test_a_delta_config_without_the_plugin_fails_before_any_update(stock):
     """A DelTA config whose plugin is missing fails at the first update, before any weight moves (a vanilla update
     with the same lr moves them), and a plugin that fails to load fails the worker's start."""
+    stock = stock()
     show("stock verl", {k: stock[k] for k in ("missing_plugin", "weights_moved", "vanilla_moved_True", "bad_load")})
     assert "Unsupported loss mode: delta" in stock["missing_plugin"] and not stock["plugin_imported"]
     assert not stock["weights_moved"] and stock["vanilla_moved_True"] and stock["vanilla_moved_False"]

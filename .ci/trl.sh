@@ -10,4 +10,4 @@ make_venv "${TRL_VENV:-${TMPDIR:-/tmp}/delta-trl-venv}" requirements-trl.txt
 echo "TRL venv ($VENV): ready in ${SECONDS} s"
 export DELTA_REAL_MODEL="${DELTA_REAL_MODEL:-${TMPDIR:-/tmp}/delta-smollm2}"
 [ -f "$DELTA_REAL_MODEL/config.json" ] || unset DELTA_REAL_MODEL
-"$VENV/bin/python" -m pytest -q -m "trl or tensorboard" test_trl.py test_delta.py  # conftest.py's markers
+"$VENV/bin/python" -m pytest -q -m "trl or tensorboard" test_trl.py test_engines.py  # conftest.py's markers

