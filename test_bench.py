@@ -304,12 +304,12 @@ def test_gpu_check_runs_on_cpu_with_the_tiny_config(tmp_path):
 
 
 def test_gpu_check_samples_with_vllm_as_the_run_does_and_keeps_rows_it_made(tmp_path, monkeypatch):
-    """The vLLM section (the fake vllm module of test_delta.py) runs the DelTA step itself: its log-prob gap is
+    """The vLLM section (the fake vllm module of test_engines.py) runs the DelTA step itself: its log-prob gap is
     rl_step's rollout/logp_gap, every pass outside the update without autograd (the old check kept autograd over
     all 256 rollouts: ~161 GiB), beside the gap a failed push would leave. A section that fails, or the time
     budget, costs only the rows not yet made: the others are printed and in --out already."""
     import gpu_check
-    from test_delta import fake_vllm
+    from test_engines import fake_vllm
 
     fake_vllm(monkeypatch, [])
     grads, logprobs = [], delta.response_logprobs
