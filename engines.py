@@ -280,6 +280,9 @@ class VLLMSampler:
 
         self.args, self.model, self.tok, self.eos, self.device = args, model, tok, eos, device
         self.dtype = torch.bfloat16 if sharding.bf16 else torch.float32
+        if not (args.vllm_max_model_len or args.max_prompt_length):  # delta.fit_prompts resolves 0 before any run
+            raise ValueError("VLLMSampler needs args.max_prompt_length (0: not resolved yet) or vllm_max_model_len: "
+                             "vLLM would cut every sequence at max_new_tokens")
         self.max_len = args.vllm_max_model_len or args.max_prompt_length + args.max_new_tokens
         self.parking = Parking(model, optimizer) if args.vllm_offload_trainer and model is not None else None
         kwargs = dict(model=source, dtype="bfloat16" if self.dtype == torch.bfloat16 else "float32",

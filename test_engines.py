@@ -36,8 +36,10 @@ def test_vllm_greedy_equals_hf_after_a_weight_push(tiny):
     """The trainer's changed weights reach vLLM: greedy decoding is token for token HF's; sampled tokens'
     log-probs are the trainer's (rollout/logp_gap near 0 at temperature 1)."""
     model, tok = delta.load_model(tiny, torch.device("cpu"))
-    args = Args(max_new_tokens=24, group_size=4, vllm=True)
+    args = Args(max_new_tokens=24, group_size=4, vllm=True, max_prompt_length=32)  # as delta.fit_prompts sets it
     cpu = torch.device("cpu")
+    with pytest.raises(ValueError, match="max_prompt_length"):  # unresolved, vLLM would cut every response short
+        delta.make_sampler(dataclasses.replace(args, max_prompt_length=0), model, tok, tiny, delta.DDP(1, cpu))
     vl = delta.make_sampler(args, model, tok, tiny, delta.DDP(1, cpu))
     hf = delta.make_sampler(dataclasses.replace(args, vllm=False), model, tok, tiny, delta.DDP(1, cpu))
     prompts = [delta.prompt_text(tok, f"{a}+{2 * a + 1}=?") for a in range(10, 26)] + ["Q: 1+1=?\nA: 2+2"]
