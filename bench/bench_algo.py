@@ -35,7 +35,7 @@ def main(argv):
     from transformers.utils import logging as hf_logging
 
     hf_logging.disable_progress_bar()
-    train_rows, eval_rows = delta.load_task(args)
+    _, train_rows, eval_rows = delta.load_task(args)  # (kind, training rows, held-out rows)
     source = args.model or os.path.join(args.output_dir, "tiny-init")
     if not args.model:
         tasks.build_tiny(source, args.seed)

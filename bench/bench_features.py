@@ -26,7 +26,7 @@ def main():
     from transformers.utils import logging as hf_logging
 
     hf_logging.disable_progress_bar()
-    train_rows, eval_rows = delta.load_task(args)
+    _, train_rows, eval_rows = delta.load_task(args)  # (kind, training rows, held-out rows)
     path = os.path.join(args.output_dir, "tiny-init")
     tasks.build_tiny(path, args.seed)
     model, tok = delta.load_model(path, torch.device("cpu"))

@@ -46,8 +46,8 @@ def main(argv=None):
     import datasets
 
     args = delta.Args(dataset=a.source, dataset_split=a.split, prompt_key=a.prompt_key, answer_key=a.answer_key,
-                      eval_size=a.eval_size)
-    train, held_out = delta.load_task(args)
+                      eval_size=a.eval_size, reward="math")
+    _, train, held_out = delta.load_task(args)  # (kind, training rows, held-out rows), as delta.py splits them
     os.makedirs(a.out, exist_ok=True)
     for split, rows in (("train", train), ("test", held_out)):
         path = os.path.join(a.out, f"{split}.parquet")
