@@ -1,7 +1,8 @@
 """Tests of the benches the suite relies on and of the examples: bench/memory.py against the real step and autograd
 (bench/memory_measured.py), bench/gpu_check.py on the CPU, bench/rollouts.py and bench/oracle.py on dumped rollouts,
-(DelTA inside TRL, examples/trl_delta.py: test_trl.py, in its own venv). delta.py's own tests are in test_delta.py;
-the shared fixtures (the tiny model, a scored rollout, the subprocess runner) in conftest.py."""
+(DelTA inside TRL, examples/trl_delta.py: test_trl.py, in its own venv). delta.py's own tests are in test_delta.py, its
+engines' (vLLM, memory at scale, metrics sinks) in test_engines.py; the shared fixtures (the tiny model, a scored
+rollout, the subprocess runner) in conftest.py."""
 import copy
 import dataclasses
 import json

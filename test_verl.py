@@ -486,7 +486,7 @@ def test_lam_from_verls_old_log_prob_pass_equals_delta_py(runs, world, rmpad, mo
     during the update), and the lam verl's loss receives (as A lam) is delta_coefficients on delta.py's own forward
     of the whole batch, over every rank's rows; DELTA_H=pass (one no-grad pass of its own) gives the same lam."""
     r = runs(world, rmpad, model)
-    show(f"lam, {world} proc, rmpad={rmpad}", {k: r[k] for k in (
+    show(f"lam, {world} proc, rmpad={rmpad}, {model}", {k: r[k] for k in (
         "old_logp_diff", "adv_diff", "lam_diff", "lam_zero_diff", "lam_std", "nograd_forwards", "pass_lam_diff",
         "pass_nograd_forwards")})
     assert r["old_logp_diff"] < TOL[model]["logp"] and r["adv_diff"] < 1e-6  # verl's pi_old, GRPO advantages
@@ -500,7 +500,7 @@ def test_per_rank_option_is_the_forks_scope(runs, world, rmpad, model):
     """DELTA_SCOPE=rank (group=None): lam of each rank's rows alone, as the official fork; on 2 processes it differs
     from the global lam, on 1 it is the same."""
     r = runs(world, rmpad, model)
-    show(f"per rank, {world} proc, rmpad={rmpad}", {k: r[k] for k in ("lam_rank_diff", "rank_vs_global")})
+    show(f"per rank, {world} proc, rmpad={rmpad}, {model}", {k: r[k] for k in ("lam_rank_diff", "rank_vs_global")})
     assert r["lam_rank_diff"] < 1e-5 and r["rank_nograd_forwards"] == 0
     assert r["rank_vs_global"] > 0.05 if world > 1 else r["rank_vs_global"] < 1e-5
 
@@ -511,7 +511,7 @@ def test_verls_loss_is_policy_loss_with_lam(runs, world, rmpad, model):
     off-policy, with the clip and the dual clip binding (pi_old moved, so the held features are refused and the
     plugin's own pass at the batch's pi_old gives lam), and on-policy."""
     r = runs(world, rmpad, model)
-    show(f"loss, {world} proc, rmpad={rmpad}", {k: r[k] for k in (
+    show(f"loss, {world} proc, rmpad={rmpad}, {model}", {k: r[k] for k in (
         "off_lam_diff", "off_loss_diff", "off_grad_diff", "clipfrac", "clipfrac_dual", "verl_clipfrac",
         "verl_clipfrac_dual", "loss_diff_on_policy", "grad_diff_on_policy")})
     assert r["clipfrac"] > 0.1 and r["clipfrac_dual"] > 0.01  # both clips bind (delta.py's count) ...
@@ -530,7 +530,7 @@ def test_lam_one_is_verls_own_dapo(runs, stock, world, rmpad, model):
     figures = {"loss_vs_verl": abs(r["one_loss"] - stock[f"vanilla_loss_{rmpad}"]),
                "grad_vs_verl": max(float((mine[n] - g).abs().max() / g.abs().max()) for n, g in own.items()),
                "loss_vs_policy_loss": r["one_loss_diff"], "grad_vs_policy_loss": r["one_grad_diff"]}
-    show(f"lam = 1, {world} proc, rmpad={rmpad}", figures)
+    show(f"lam = 1, {world} proc, rmpad={rmpad}, {model}", figures)
     assert figures["loss_vs_verl"] < 1e-6 and figures["grad_vs_verl"] < TOL[model]["grad"]
     assert r["one_loss_diff"] < 1e-6 and r["one_grad_diff"] < TOL[model]["grad"]
 
@@ -540,7 +540,7 @@ def test_lam_is_taken_at_pi_old_before_the_first_update(runs, world, rmpad, mode
     """Two mini-batches with lr > 0: the weights move after the first, yet both losses receive the lam of pi_old
     (h from the old-log-prob pass, lam once per rollout batch)."""
     r = runs(world, rmpad, model)
-    show(f"two mini-batches, {world} proc, rmpad={rmpad}",
+    show(f"two mini-batches, {world} proc, rmpad={rmpad}, {model}",
          {k: r[k] for k in ("two_steps", "two_moved", "two_lam_diff")})
     assert r["two_steps"] == 2 and r["two_moved"] > 1e-3 and r["two_h_from_verl_pass"] == 1.0
     assert r["two_lam_diff"] < 1e-5
@@ -552,7 +552,7 @@ def test_delta_statistics_are_in_verls_metrics(runs, world, rmpad, model):
     statistics equal delta_coefficients' on the whole batch."""
     r = runs(world, rmpad, model)
     m, ref = r["metrics"], r["ref_stats"]
-    show(f"metrics, {world} proc, rmpad={rmpad}", {k.split("/")[-1]: v for k, v in m.items()})
+    show(f"metrics, {world} proc, rmpad={rmpad}, {model}", {k.split("/")[-1]: v for k, v in m.items()})
     for k in ("lam_mean", "lam_std", "lam_min", "lam_max", "lam_zero", "disc_acc", "gamma_pos", "gamma_neg", "scale",
               "h_from_verl_pass", "seconds"):
         assert f"actor/delta/{k}" in r["metrics_verl"]
