@@ -91,13 +91,16 @@ def value_cache_in_key_dtype(version=None):
 
 
 def estimate(cfg, args, world_size, fsdp, features="packed", mean_response_tokens=None, gpu=True,
-             prompt_tokens=None, gpu_bytes=79.6 * GiB, transformers_version=None):
+             prompt_tokens=None, gpu_bytes=79.6 * GiB, transformers_version=None, micro_batches=None):
     """Bytes per GPU: ({phase: {component: bytes}}, {host item: bytes per rank}). Phase "always" is held through a
     step; each of PHASES adds its own. features: packed (on the GPU; on a GPU where they do not fit beside the
     scoring pass, in host memory as engines.feature_buffer decides) | offload | none. gpu: the GPU's dtypes
     (delta.bf16_compute: --precision auto is bf16 there) and what a GPU holds beyond tensors (engines.gpu_margin);
     on the CPU the dtypes follow --precision. prompt_tokens: the longest prompt (default --max_prompt_length).
-    transformers_version: the KV cache's V dtype follows it (default: the installed one)."""
+    transformers_version: the KV cache's V dtype follows it (default: the installed one). micro_batches: the update's
+    micro-batches on this rank as delta.micro_batches packed them, a list per mini-batch of (padded tokens b T, the
+    sum of T^2 over its rows, response tokens b R); default: each at engines.micro_batch_bounds, two a mini-batch
+    unless one holds all its rows at full length."""
     s, n = shape(cfg), parameters(cfg)
     H, L, V, I = s["H"], s["L"], s["V"], s["I"]
     bf16 = args.precision == "bf16" or (args.precision == "auto" and gpu)
@@ -185,37 +188,49 @@ def estimate(cfg, args, world_size, fsdp, features="packed", mean_response_token
     else:
         phases["coefficients"] = {}
 
-    # --- update: forward and backward per micro-batch, one optimizer step per mini-batch; no features held
+    # --- update: forward and backward per micro-batch, one optimizer step per mini-batch; no features held.
+    # Gradients freed at each optimizer step (FSDP2, one process) do not exist yet in a mini-batch's first micro-batch
+    # (its backward starts at the head, before any layer's gradient); from the second one on they are held.
     upd = dict(kept, **{"token weights [N, R] (fp32)": N * R * 4 * 2})
     if fsdp:
-        upd["gradients (fp32, sharded)"] = 4 * n["total"] / shard
         upd["gathered weights (root, a layer)"] = cd * (n["root"] + n["layer"])
-    elif world_size == 1:
-        upd["gradients (fp32)"] = 4 * n["total"]
+    grads = {"gradients (fp32, sharded)": 4 * n["total"] / shard} if fsdp else \
+        {"gradients (fp32)": 4 * n["total"]} if world_size == 1 else {}  # DDP: in its buckets (always)
     copies = 2 * n["linear"] if mode == "autocast" else 0  # autocast's bf16 copies of the linear weights
-    # a layer's saved tensors per token, and per row the mask's float bias (T^2) and SDPA's output (T heads hd)
-    per_layer = tokens * saved_per_token(s, mode) + cd * (square + tokens * s["heads"] * s["hd"])
-    whole = tokens * (8 + 1 + 8) + square + response * H * res  # ids, masks, positions, SDPA's bool mask, head's h
     layer_grads = (2 * cd + 4) * n["layer"] + cd * V * H * (not s["tied"]) if fsdp else 0  # the next layer gathered,
     # this one's unsharded gradients and their fp32 copy for the reduce-scatter, the head's gradient
-    head_forward, head_backward = chunk * V * (cd + 2 * 4), chunk * V * (cd + 5 * 4)  # fp32 logits, softmax, grads
-    layer_backward = tokens * (2 * res * H + 3 * cd * I) + layer_grads
-    if args.gradient_checkpointing:  # each layer keeps its input; in backward one layer at a time is recomputed
-        inputs = L * tokens * H * res + whole
-        forward = {"checkpointed layers' inputs": inputs, "autocast's bf16 weight copies (cached)": copies,
-                   "a head slice's forward (fp32 logits)": head_forward}
-        backward = {"checkpointed layers' inputs": inputs, "one layer recomputed": per_layer + copies / L,
-                    "the larger of a head slice's backward and a layer's": max(head_backward, layer_backward)}
-    else:  # every layer's saved tensors, and the weight copies they hold
+
+    def moments(tokens, square, response):  # what one micro-batch holds at the end of its forward, start of backward
+        chunk = min(args.head_chunk_tokens, response)
+        # a layer's saved tensors per token, and per row the mask's float bias (T^2) and SDPA's output (T heads hd)
+        per_layer = tokens * saved_per_token(s, mode) + cd * (square + tokens * s["heads"] * s["hd"])
+        whole = tokens * (8 + 1 + 8) + square + response * H * res  # ids, masks, positions, SDPA's mask, head's h
+        head_forward, head_backward = chunk * V * (cd + 2 * 4), chunk * V * (cd + 5 * 4)  # fp32 logits, softmax
+        layer_backward = tokens * (2 * res * H + 3 * cd * I) + layer_grads
+        if args.gradient_checkpointing:  # each layer keeps its input; in backward one layer at a time is recomputed
+            inputs = L * tokens * H * res + whole
+            return {"forward": {"checkpointed layers' inputs": inputs, "autocast's bf16 weight copies (cached)": copies,
+                                "a head slice's forward (fp32 logits)": head_forward},
+                    "backward": {"checkpointed layers' inputs": inputs, "one layer recomputed": per_layer + copies / L,
+                                 "the larger of a head slice's backward and a layer's": max(head_backward,
+                                                                                             layer_backward)}}
         forward = {"activations saved for backward": L * per_layer + whole, "autocast's bf16 weight copies": copies,
-                   "a head slice's forward (fp32 logits)": head_forward}
-        backward = dict(forward, **{"a head slice's forward (fp32 logits)": 0,
-                                    "the larger of a head slice's backward and a layer's": max(head_backward,
-                                                                                                 layer_backward)})
+                   "a head slice's forward (fp32 logits)": head_forward}  # every layer's saved tensors
+        return {"forward": forward, "backward": dict(forward, **{
+            "a head slice's forward (fp32 logits)": 0,
+            "the larger of a head slice's backward and a layer's": max(head_backward, layer_backward)})}
+
+    bound = (tokens, square, response)
+    rows = args.mini_batch_prompts // world_size * args.group_size  # a mini-batch's rows on this rank
+    plans = micro_batches or [[bound] * (1 if rows * seq <= args.max_tokens_per_micro_batch else 2)]
     step = {"AdamW's foreach step: a temporary sqrt of exp_avg_sq (GPU)": 4 * n["total"] / shard * gpu}
-    moments = {"forward": forward, "backward": backward, "optimizer step": step}  # the end of a forward, the start
-    when = max(moments, key=lambda k: sum(moments[k].values()))  # of a backward, AdamW's step: the largest counts
-    upd.update({f"{when}: {k}": x for k, x in moments[when].items() if x})
+    candidates = [("optimizer step", dict(grads, **step))]  # after a mini-batch's last backward
+    for groups in plans:
+        for j, shape_j in enumerate(groups):
+            for when, held in moments(*shape_j).items():
+                candidates.append((f"{when} of micro-batch {j + 1}", dict(grads if j else {}, **held)))
+    when, held = max(candidates, key=lambda c: sum(c[1].values()))  # the largest moment counts
+    upd.update({k if k in grads else f"{when}: {k}": x for k, x in held.items() if x})
     phases["update"] = upd
     for ph in ("score", "coefficients", "update") if args.vllm else ():  # level-2 sleep returns weights and KV
         phases[ph]["vLLM asleep (CUDA graphs, buffers; not measured here)"] = 1 * GiB  # cache; the rest stays

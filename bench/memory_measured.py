@@ -125,10 +125,15 @@ def coin_flips(run, batch, rows):
     return correct, correct.to(run.device)
 
 
+def shape_of(ids, attention_mask, R):
+    return ids.numel(), ids.shape[0] * ids.shape[1] ** 2, ids.shape[0] * R
+
+
 @contextlib.contextmanager
 def phases(run, enter):
     """Calls enter(phase) as each of rl_step's phases begins and enter(None) as it ends: generate (delta.sample),
-    score, coefficients (the algorithm's token weights) and update; the sampled batch goes to run.sampled."""
+    score, coefficients (the algorithm's token weights) and update; the sampled batch goes to run.sampled, the
+    update's micro-batches to run.micro_batches."""
     names = {"sample": "generate", "score": "score", "update": "update"}
     originals, weights = {name: getattr(delta, name) for name in names}, run.algo["weights"]
 
@@ -139,6 +144,8 @@ def phases(run, enter):
             enter(None)
             if name == "generate":
                 run.sampled = out
+            if name == "update":  # the micro-batches it ran: (padded tokens b T, b T^2, response tokens b R)
+                run.micro_batches = [[shape_of(*delta.micro_batch(a[1], rows)) for rows in groups] for groups in a[4]]
             return out
         return call
     try:
@@ -164,13 +171,14 @@ def measure(path, args, rank, world):
     verify, delta.verify = delta.verify, coin_flips
     try:
         with tracker:
+            torch.manual_seed(args.seed + rank)  # as delta.main: the same responses every run
             run = delta.make_run(args, model, tok, path, rank, world, torch.device("cpu"), train_rows=rows)
             run.coins, run.reward_stats = torch.Generator().manual_seed(rank), dict(timeouts=0, errors=0)
             with phases(run, tracker.phase):
                 for step in range(2):  # the first step creates AdamW's state
                     tracker.peaks = {}
                     m = delta.rl_step(run, step)
-            shape = dict(prompt=run.sampled["prompt_len"], mean=m["response/length"])
+            shape = dict(prompt=run.sampled["prompt_len"], mean=m["response/length"], micro_batches=run.micro_batches)
             del run
     finally:
         delta.verify = verify
@@ -202,7 +210,7 @@ def compare(name, fsdp, world=2, tmp=None, model=None):
     mp.spawn(worker, args=(world, tmp, path, args, out), nprocs=world, join=True)
     measured, shape = torch.load(out)
     phases, _ = memory.estimate(memory.read_config(path), args, world, fsdp, "packed", shape["mean"], gpu=False,
-                                prompt_tokens=shape["prompt"])
+                                prompt_tokens=shape["prompt"], micro_batches=shape["micro_batches"])
     return measured, memory.peaks(phases), shape
 
 
