@@ -494,7 +494,9 @@ def score(run, batch, adv, plans, features):
     side = mask & (adv != 0)[:, None]  # [N, R]
     if features:
         H = unwrap(run.model).get_output_embeddings().weight.shape[1]
-        buffer = feature_buffer(run, int(side.sum()), H)  # [n, H]
+        n, dtype = int(side.sum()), feature_dtype(a, device)  # host memory, or a GPU: engines.py decides where v goes
+        buffer = (engines().feature_buffer(run, n, H, dtype) if a.offload_features or device.type == "cuda"
+                  else torch.empty(n, H, dtype=dtype, device=device))  # [n, H]
         adv_tok, where, offset = [adv[:0]], [torch.zeros(0, dtype=torch.long, device=device)], 0
     for rows in (rows for groups in plans for rows in groups):
         ids, am, Rm = micro_batch(batch, rows)
@@ -514,16 +516,6 @@ def score(run, batch, adv, plans, features):
     if buffer.is_pinned():
         torch.cuda.synchronize()  # the non-blocking copies into pinned memory are complete
     return old_logp, entropy, (buffer, torch.cat(adv_tok), torch.cat(where))
-
-
-def feature_buffer(run, n, H):
-    """Where the scoring pass packs v: [n, H] in the features' dtype on the device; with --offload_features, or on a
-    GPU that lacks the room, in host memory (engines.feature_buffer)."""
-    dtype = feature_dtype(run.args, run.device)
-    if run.args.offload_features or run.device.type == "cuda":
-        from engines import feature_buffer
-        return feature_buffer(run, n, H, dtype)
-    return torch.empty(n, H, dtype=dtype, device=run.device)
 
 
 def feature_norms(v, where, mask, chunk):
@@ -660,6 +652,12 @@ def weight_stats(run, lam, mask):
 # sharding: wrap, no_sync, gathered, zero_grad, model_state, optim_state and `group` (None in one process), which
 #   the trainer passes to the copyable functions; DDP here, engines.FSDP2 for --fsdp. Checkpoints (section 5) are
 #   torch.distributed.checkpoint's, written and read as each rank holds its tensors, under either.
+def engines():
+    """engines.py, imported only where a flag or a GPU needs it: delta.py and rewards.py alone run a model."""
+    import engines
+    return engines
+
+
 class HFSampler:
     """HF `generate` on the training model, in calls of at most --gen_max_tokens tokens (the KV cache), as
     many on every rank (FSDP gathers in each). It draws from torch's global generator (checkpoints save it)."""
@@ -733,8 +731,7 @@ def make_sampler(args, model, tok, source, sharding, rank=0, optimizer=None):
     weights before every generation when given a model (eval.py samples from `source` as it is)."""
     if not args.vllm:
         return HFSampler(args, model, tok, eos_ids(source, tok), sharding)
-    from engines import VLLMSampler
-    return VLLMSampler(args, model, tok, eos_ids(source, tok), sharding, rank, source, optimizer)
+    return engines().VLLMSampler(args, model, tok, eos_ids(source, tok), sharding, rank, source, optimizer)
 
 
 def eos_ids(source, tok):
@@ -789,8 +786,7 @@ def setup_distributed(timeout_minutes=60):
     world = int(os.environ.get("WORLD_SIZE", "1"))
     rank, local_rank = int(os.environ.get("RANK", "0")), int(os.environ.get("LOCAL_RANK", "0"))
     if torch.cuda.is_available():
-        from engines import expandable_segments
-        expandable_segments()  # before the first allocation
+        engines().expandable_segments()  # before the first allocation
         device = torch.device("cuda", local_rank)
         torch.cuda.set_device(device)
     else:
@@ -864,7 +860,6 @@ def evaluation(run, step):
     if a.eval_samples:
         out["eval/sampled_accuracy"] = evaluate(run, step, a.temperature, a.eval_samples)
     return out
-
 
 
 RNGS = {"torch": (torch.get_rng_state, torch.set_rng_state), "python": (random.getstate, random.setstate),
@@ -1059,9 +1054,8 @@ def main(args):
 
 def make_run(args, model, tok, source, rank=0, world=1, device=torch.device("cpu"), train_rows=(), eval_rows=()):
     """What a step reads: arguments, model and wrapper, optimizer (built after sharding), engines, data."""
-    if args.fsdp:  # engines.FSDP2: wrapping, gradient sync and gathering; the state dicts are DDP's
-        from engines import FSDP2
-    sharding = (type("FSDP", (FSDP2, DDP), {}) if args.fsdp else DDP)(world, device, bf16_compute(args, device))
+    fsdp = args.fsdp and type("FSDP", (engines().FSDP2, DDP), {})  # FSDP2's wrapping, sync and gathers; DDP's dicts
+    sharding = (fsdp or DDP)(world, device, bf16_compute(args, device))
     run = types.SimpleNamespace(args=args, algo=ALGOS[args.algo], rank=rank, world=world, device=device, tok=tok,
                                 model=model, train_model=sharding.wrap(model, args), sharding=sharding,
                                 group=sharding.group, train_rows=train_rows, eval_rows=eval_rows, reward_stats={},
@@ -1140,17 +1134,11 @@ def load_task(args):
 
 
 def load_rows(source, split, args):
-    """A local json/jsonl/parquet file or a hub dataset -> (kind, [{"question", "answer"}]), read by
+    """A local .json/.jsonl/.parquet/.csv file or a hub dataset -> (kind, [{"question", "answer"}]), read by
     rewards.dataset_rows with --prompt_key, --answer_key and --code_schema."""
-    import datasets
     import rewards
-    ext = os.path.splitext(source)[1]
-    if ext in (".json", ".jsonl", ".parquet"):
-        ds = datasets.load_dataset("parquet" if ext == ".parquet" else "json", data_files=source, split="train")
-    else:
-        ds = datasets.load_dataset(source, split=split)
     try:
-        return rewards.dataset_rows(ds, args.prompt_key, args.answer_key,
+        return rewards.dataset_rows(rewards.read_table(source, split=split), args.prompt_key, args.answer_key,
                                     "math" if args.reward == "math" else args.code_schema)
     except rewards.DataError as e:
         raise ArgumentError(f"{source}: {e}") from None
@@ -1160,9 +1148,8 @@ def metrics_logger(args, rank, resumed_step=None):
     """metrics.jsonl on rank 0 (on resume, rows after the checkpoint dropped), also to TensorBoard or W&B."""
     path, sink = os.path.join(args.output_dir, "metrics.jsonl"), None
     if args.report_to != "none":  # engines.metrics_sink imports the package on every rank, before any work
-        from engines import metrics_sink
         try:
-            sink = metrics_sink(args, dataclasses.asdict(args), rank)
+            sink = engines().metrics_sink(args, dataclasses.asdict(args), rank)
         except ImportError:
             raise ArgumentError(f"--report_to {args.report_to} needs the {args.report_to} package: pip install "
                                 f"{args.report_to} (W&B offline: WANDB_MODE=offline)") from None
@@ -1194,27 +1181,22 @@ class Args:
     seed: int = arg(0, "seed of the data order, the initialisation and the sampling (each rank adds its rank)")
     resume: bool = arg(False, "continue from the newest checkpoint in output_dir")
     report_to: str = arg("none", "none | tensorboard | wandb: also log the metrics there (optional packages)")
-    reward: str = arg("auto", "math: the final answer | code: the rows' tests run in the sandbox | auto: code when "
-                              "the rows carry test specs")
-    answer_format: str = arg("auto", "where a math response states its answer: boxed | answer_line ('Answer: X', "
-                                     "DAPO-Math's) | last_number; auto: what the prompts ask for, else boxed")
+    reward: str = arg("auto", "math: the final answer | code: the rows' tests, sandboxed | auto: code for test specs")
+    answer_format: str = arg("auto", "boxed | answer_line ('Answer: X') | last_number; auto: as prompts ask, or boxed")
     reward_timeout: float = arg(0.0, "seconds per response for its verdict; 0: rewards.py's (math 5, code 10)")
     # --- model and data
     model: str = arg("", "hub id or local path; empty: a tiny Qwen3 built in code (the offline default)")
     task: str = arg("addition", "embedded task without --dataset: addition | multistep | filler | code")
-    dataset: str = arg("", "hub id or local .json/.jsonl/.parquet; empty: the embedded --task")
-    code_schema: str = arg("auto", "a code dataset's layout: deepcoder | primeintellect | apps | taco | "
-                                   "livecodebench | jsonl (a test spec in --answer_key); auto: read from its columns")
+    dataset: str = arg("", "hub id or local .json/.jsonl/.parquet/.csv; empty: the embedded --task")
+    code_schema: str = arg("auto", "deepcoder | primeintellect | apps | taco | livecodebench | jsonl; auto: by columns")
     dataset_split: str = arg("train", "split of a hub dataset")
     prompt_key: str = arg("question", "column holding the problem: text or a list of chat messages")
     answer_key: str = arg("final_answer", "column holding the reference answer")
     eval_dataset: str = arg("", "held-out set (same columns); empty: hold out eval_size training rows")
     eval_size: int = arg(256, "held-out problems")
-    instruction: str = arg("auto", "appended to each question; auto: the answer format's request (rewards."
-                                   "ANSWER_FORMATS), none if the prompts make one or on the embedded tasks")
+    instruction: str = arg("auto", "appended to each question; auto: the answer format's, unless prompts ask already")
     max_prompt_length: int = arg(0, "longer prompts are dropped at load time; 0: the longest prompt (paper: 2048)")
-    max_new_tokens: int = arg(0, "response length limit; 0: 64 on the embedded tasks, a --dataset sets it "
-                                 "(paper: 20480)")
+    max_new_tokens: int = arg(0, "response length limit; 0: 64 on embedded tasks; a --dataset sets it (paper: 20480)")
     # --- rollout
     prompts_per_step: int = arg(32, "prompts per rollout batch, all ranks together (paper: 128)")
     group_size: int = arg(8, "G, responses sampled per prompt (paper: 16)")
@@ -1262,8 +1244,7 @@ class Args:
     feature_chunk_tokens: int = arg(65536, "tokens per chunk when Sec. 3.2 streams offloaded features")
     vllm: bool = arg(False, "sample rollouts and evaluations with a colocated vLLM engine (requirements-vllm.txt)")
     vllm_gpu_memory: float = arg(0.0, "share of GPU memory vLLM takes (weights, KV cache); 0 = what the trainer leaves")
-    vllm_offload_trainer: bool = arg(False, "--vllm: the trainer's weights and AdamW state wait in host memory while "
-                                            "vLLM is awake, so vLLM's share (its KV cache) grows by them")
+    vllm_offload_trainer: bool = arg(False, "--vllm: trainer weights, AdamW state wait in host memory for vLLM's cache")
     vllm_max_batched_tokens: int = arg(8192, "tokens vLLM schedules in one forward (also sizes its profiling peak)")
     vllm_max_model_len: int = arg(0, "vLLM's maximum sequence length; 0 = max_prompt_length + max_new_tokens")
     is_cap: float = arg(2.0, "--vllm: the cap C of the importance weight min(pi_old / pi_vllm, C); 0 = off")
@@ -1310,14 +1291,13 @@ def validate_args(a: Args, world_size: int = 1) -> None:
     need(a.max_new_tokens > 0 or not a.dataset, f"--dataset {a.dataset}: set --max_new_tokens, the response limit in "
          "tokens (the paper: 20480 on DeepMath; a 135 M model on short arithmetic: 64)")
     for name in ("prompts_per_step", "mini_batch_prompts", "max_tokens_per_micro_batch", "max_new_tokens", "lr",
-                 "gen_max_tokens", "eval_size", "sft_batch_size", "head_chunk_tokens",
-                 "feature_chunk_tokens", "temperature", "lam_max", "keep_checkpoints", "sapo_tau_pos", "sapo_tau_neg",
-                 "fipo_decay", "vllm_max_batched_tokens", "dist_timeout_minutes"):
+                 "gen_max_tokens", "eval_size", "sft_batch_size", "head_chunk_tokens", "feature_chunk_tokens",
+                 "temperature", "lam_max", "keep_checkpoints", "sapo_tau_pos", "sapo_tau_neg", "fipo_decay",
+                 "vllm_max_batched_tokens", "dist_timeout_minutes"):
         need(getattr(a, name) > 0, f"--{name} {getattr(a, name)} must be > 0")
     for name in ("max_steps", "save_every", "eval_every", "dump_rollouts_every", "eval_samples", "K", "lam_min",
-                 "max_prompt_length",
-                 "delta_gamma", "top_k", "vllm_max_model_len", "is_cap", "clip_high", "vllm_gpu_memory",
-                 "reward_timeout"):
+                 "max_prompt_length", "delta_gamma", "top_k", "vllm_max_model_len", "is_cap", "clip_high",
+                 "vllm_gpu_memory", "reward_timeout"):
         need(getattr(a, name) >= 0, f"--{name} {getattr(a, name)} must be >= 0")
     need(a.group_size >= 2, f"--group_size {a.group_size}: group advantages need at least 2 responses per prompt")
     for name in ("prompts_per_step", "mini_batch_prompts", "sft_batch_size"):
@@ -1338,11 +1318,10 @@ def validate_args(a: Args, world_size: int = 1) -> None:
     need(not a.resume or a.output_dir, "--resume needs the --output_dir of the run to continue")
     need(a.vllm or not a.vllm_offload_trainer, "--vllm_offload_trainer frees the trainer's memory for vLLM: add --vllm")
     if a.vllm:
-        from engines import vllm_problem  # installed, and a model length that fits the responses
-        need(not vllm_problem(a), vllm_problem(a))
+        need(not engines().vllm_problem(a), engines().vllm_problem(a))  # installed, a model length that fits
     for name in ("dataset", "eval_dataset", "model"):
         path = getattr(a, name)
-        if path and (path.startswith((".", "/")) or os.path.splitext(path)[1] in (".json", ".jsonl", ".parquet")):
+        if path and (path.startswith((".", "/")) or os.path.splitext(path)[1] in rewards.LOCAL_EXTS):
             need(os.path.exists(path), f"--{name} {path}: no such file or folder")
     if a.model:  # the config only (a hub id without the hub is left to from_pretrained's own error)
         try:
@@ -1397,7 +1376,6 @@ def fit_prompts(args, tok, train_rows, eval_rows):
     return kept
 
 
-PROMPT_INSTRUCTION = "Put the final answer in \\boxed{}."  # rewards.ANSWER_FORMATS["boxed"]
 RESUME_FIXED = ("algo", "task", "dataset", "dataset_split", "prompt_key", "answer_key", "code_schema",
                 "eval_dataset", "eval_size", "instruction", "answer_format", "seed", "prompts_per_step", "group_size",
                 "mini_batch_prompts", "max_prompt_length", "max_new_tokens", "temperature", "K", "lam_min", "lam_max",

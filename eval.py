@@ -208,20 +208,6 @@ def average(per_benchmark, n):
 # =====================================================================================
 # Data: the registry, local copies, prompts, and what a code response runs
 # =====================================================================================
-LOCAL_EXTS = (".jsonl", ".json", ".parquet", ".csv")  # GPQA's hub files are CSV
-
-
-def read_table(path, config=None, split="train"):
-    """A local file (.jsonl/.json/.parquet/.csv) or a hub dataset, as a list of dicts."""
-    import datasets
-
-    ext = os.path.splitext(path)[1]
-    if ext in LOCAL_EXTS:
-        builder = {".parquet": "parquet", ".csv": "csv"}.get(ext, "json")
-        return list(datasets.load_dataset(builder, data_files=path, split="train"))
-    return list(datasets.load_dataset(path, config, split=split))
-
-
 def read_jsonl(path):
     """JSON lines read as they are (LiveCodeBench's test strings run to megabytes; no type inference)."""
     with open(path, encoding="utf-8") as f:
@@ -234,7 +220,7 @@ def read_livecodebench(source, release):
     file's own and only the date window applies)."""
     files = lcb_release_files(release)
     if os.path.isfile(source):
-        return read_jsonl(source) if source.endswith(".jsonl") else read_table(source)
+        return read_jsonl(source) if source.endswith(".jsonl") else rewards.read_table(source)
     if os.path.isdir(source):
         missing = [f for f in files if not os.path.exists(os.path.join(source, f))]
         if missing:
@@ -264,7 +250,7 @@ def local_copies(benchmark_dir, names):
         raise delta.ArgumentError(f"--benchmark_dir {benchmark_dir}: no such folder")
     found = {}
     for name in names:
-        for ext in LOCAL_EXTS + ("",):  # "": a folder (livecodebench: the hub's release files)
+        for ext in rewards.LOCAL_EXTS + ("",):  # "": a folder (livecodebench: the hub's release files)
             path = os.path.join(benchmark_dir, name + ext)
             if os.path.isfile(path) or (not ext and name == "livecodebench" and os.path.isdir(path)):
                 found[name] = path
@@ -613,7 +599,7 @@ def load_benchmark(name, copies, args):
     source = copies.get(name) or BENCHMARKS[name]["hub"]
     if name == "livecodebench":
         return read_livecodebench(source, args.lcb_release)
-    return read_table(source, BENCHMARKS[name].get("config"), BENCHMARKS[name]["split"])
+    return rewards.read_table(source, BENCHMARKS[name].get("config"), BENCHMARKS[name]["split"])
 
 
 def main(args: EvalArgs):
@@ -629,7 +615,7 @@ def main(args: EvalArgs):
     if args.data:
         local = os.path.splitext(os.path.basename(args.data))[0]
         local = f"{local}-local" if local in BENCHMARKS else local  # never overwrite a registered benchmark
-        table = read_jsonl(args.data) if args.data.endswith(".jsonl") else read_table(args.data)
+        table = read_jsonl(args.data) if args.data.endswith(".jsonl") else rewards.read_table(args.data)
         try:
             kind, rows = data_rows(table, args)
         except rewards.DataError as e:

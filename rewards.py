@@ -21,6 +21,7 @@ Code datasets (section 4), rows as people store them -> the specs above:
     code_specs(rows, schema) -> list[dict]        every row's spec, checked first; CODE_SCHEMAS lists the layouts
     code_rows(rows, schema) -> [(prompt, spec)]   the same with each row's prompt in code_prompt's convention
     dataset_rows(rows, prompt_key, answer_key) -> (kind, rows)   any dataset's rows, math or code, read once
+    read_table(path, config, split) -> list[dict]   a local .jsonl/.json/.parquet/.csv file or a hub dataset
     spec_deepcoder, spec_primeintellect, spec_apps, spec_livecodebench, spec_jsonl   one reader per layout
     code_prompt(question, starter_code, fn_name) -> str   LiveCodeBench's prompt convention
     get_field(row, "reward_model.ground_truth")   a nested column by a dotted key
@@ -60,9 +61,8 @@ __all__ = ["math_reward", "code_reward", "run_tests", "score_batch", "extract_an
            "stdout_matches", "value_matches", "lcb_stdout_matches", "MATH_TIMEOUT", "CODE_TIMEOUT", "FLOAT_TOLERANCE",
            "HARNESS_IMPORTS", "STARTUP_TIMEOUT", "code_specs", "code_rows", "CODE_SCHEMAS", "spec_deepcoder",
            "spec_primeintellect", "spec_apps", "spec_livecodebench", "spec_jsonl", "code_prompt", "get_field",
-           "lcb_private_tests",
-           "pickled_str", "lcb_in_window", "lcb_release_files", "CodeSpecError", "DataError", "dataset_rows",
-           "asked_format", "ANSWER_FORMATS"]  # and SandboxError, which loads
+           "lcb_private_tests", "pickled_str", "lcb_in_window", "lcb_release_files", "CodeSpecError", "DataError",
+           "dataset_rows", "read_table", "asked_format", "ANSWER_FORMATS"]  # and SandboxError, which loads
 # sandbox.py (a copy of rewards.py without it still grades math)
 MATH_TIMEOUT = 5.0  # seconds of wall clock per math item, parsing and sympy included
 CODE_TIMEOUT = 10.0  # seconds per code item, all its tests together
@@ -1315,6 +1315,20 @@ def code_rows(rows, schema, question=None, spec_key="tests"):
     column, starter = question or layout["question"], layout["starter"]
     return [(code_prompt(str(get_field(r, column)), (r.get(starter) or "") if starter else "",
                          spec.get("fn_name") if "inputs" in spec else None), spec) for r, spec in zip(rows, specs)]
+
+
+LOCAL_EXTS = (".jsonl", ".json", ".parquet", ".csv")  # GPQA's hub files are CSV
+
+
+def read_table(path, config=None, split="train"):
+    """A local file (LOCAL_EXTS) or a hub dataset's split, as a list of dicts (delta.py's --dataset, eval.py's)."""
+    import datasets
+
+    ext = os.path.splitext(path)[1]
+    if ext in LOCAL_EXTS:
+        builder = {".parquet": "parquet", ".csv": "csv"}.get(ext, "json")
+        return list(datasets.load_dataset(builder, data_files=path, split="train"))
+    return list(datasets.load_dataset(path, config, split=split))
 
 
 LAYOUT_COLUMNS = {"public_test_cases": "livecodebench", "verification_info": "primeintellect", "input_output": "apps",

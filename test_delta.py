@@ -13,6 +13,7 @@ import torch
 import torch.multiprocessing as mp
 
 import delta
+import rewards
 import tasks
 from conftest import BACKBONES, FAST, ROOT, fixed_rollout, lam_of, make_run, read_metrics, run_delta
 from delta import Args, delta_coefficients, group_advantages, policy_loss, token_features
@@ -1080,7 +1081,7 @@ def test_local_dataset_and_model_path_like_a_user(tiny, tmp_path):
                   "--eval_size", "8", "--max_steps", "1", "--output_dir", out, "--max_prompt_length", "128",
                   *FAST[:8], "--max_new_tokens", "48", "--progress", "false")
     assert p.returncode == 0, p.stderr[-3000:]
-    assert json.load(open(os.path.join(out, "args.json")))["instruction"] == delta.PROMPT_INSTRUCTION
+    assert json.load(open(os.path.join(out, "args.json")))["instruction"] == rewards.ANSWER_FORMATS["boxed"]
     assert [r["step"] for r in read_metrics(out) if "reward/mean" in r] == [1]
     bad = run_delta("--model", tiny, "--dataset", str(data), "--prompt_key", "question", "--output_dir", out + "2",
                     "--max_new_tokens", "48")
@@ -1095,8 +1096,8 @@ def test_local_dataset_and_model_path_like_a_user(tiny, tmp_path):
 def test_plain_template_without_chat_template(tiny):
     _, tok = delta.load_model(tiny, torch.device("cpu"))
     tok.chat_template = None
-    assert delta.prompt_text(tok, "1+1=?", delta.PROMPT_INSTRUCTION) == ("Question: 1+1=?\n"
-                                                                       + delta.PROMPT_INSTRUCTION + "\nAnswer: ")
+    boxed = rewards.ANSWER_FORMATS["boxed"]
+    assert delta.prompt_text(tok, "1+1=?", boxed) == "Question: 1+1=?\n" + boxed + "\nAnswer: "
     assert delta.prompt_text(tok, "1+1=?") == "Question: 1+1=?\nAnswer: "
 
 
@@ -1123,7 +1124,6 @@ def test_chat_message_prompts_and_their_own_answer_format(tiny, tmp_path):
     """DAPO-Math-17k's layout: the prompt column is a list of chat messages, read as messages (never their Python
     text), and its own text asks for an `Answer:` line: the answer format becomes answer_line, no instruction is
     added that contradicts it, and `Answer: 34` scores 1."""
-    import rewards
     ask = ("Solve the following math problem step by step. The last line of your response should be of the form "
            "Answer: $Answer (without quotes) where $Answer is the answer to the problem.\n\n{}\n\nRemember to put "
            "your answer on its own line after \"Answer:\"")
@@ -1296,7 +1296,6 @@ def test_code_rows_are_graded_by_their_tests_in_the_sandbox(tiny, monkeypatch):
 def test_a_batch_of_timeouts_does_not_stall_the_step(tiny):
     """Programs that never return are cut at --reward_timeout each, on the pool's workers at once: the batch takes
     about its share of timeouts and scores 0."""
-    import rewards
     rows = tasks.code_task(0, 0)[0][:2]
     run = make_run(tiny, prompts_per_step=2, group_size=4, mini_batch_prompts=2, reward_timeout=1.0)
     run.reward, run.reward_stats = "code", dict(timeouts=0, errors=0)

@@ -104,7 +104,7 @@ def test_cli_writes_results_and_samples_with_documented_keys(tiny_and_data, tmp_
     assert m["avg@4"] == pytest.approx(sum(s["correct"] for s in samples) / 48)
     name = "/".join(model.rstrip("/").split("/")[-2:])  # the model path's last two parts
     assert "| model | bench | Avg |" in p.stdout and f"| {name} |" in p.stdout
-    assert res["instruction"] == delta.PROMPT_INSTRUCTION  # a model folder without delta_prompt.json
+    assert res["instruction"] == rewards.ANSWER_FORMATS["boxed"]  # a model folder without delta_prompt.json
 
 
 def test_cli_rejects_bad_arguments(tiny_and_data, tmp_path):

@@ -248,6 +248,7 @@ def main_plugin(tiny, rmpad, out):
     sys.path.insert(0, ROOT)
     sys.path.insert(0, os.path.join(ROOT, "examples"))  # external_lib=verl_delta is imported from here
     import delta
+    import rewards
     from delta import delta_coefficients, group_advantages, policy_loss, token_features
     from verl.trainer.ppo.core_algos import POLICY_LOSS_REGISTRY
     from verl.trainer.ppo.ray_trainer import compute_advantage
@@ -709,7 +710,7 @@ def test_deepmath_is_written_as_verls_parquet_with_delta_pys_split(tiny, tmp_pat
     from verl.utils.dataset.rl_dataset import RLHFDataset
     from verl.utils.reward_score import default_compute_score
     sys.path.insert(0, ROOT)
-    import delta
+    import rewards
 
     source = tmp_path / "deepmath.parquet"
     questions = [f"What is {a} + {a}?" for a in range(5)] + ["Add " + "1 + " * 200 + "1."]
@@ -721,7 +722,7 @@ def test_deepmath_is_written_as_verls_parquet_with_delta_pys_split(tiny, tmp_pat
     assert p.returncode == 0, p.stderr[-3000:]
     test = datasets.load_dataset("parquet", data_files=str(out / "test.parquet"), split="train")
     assert [r["reward_model"]["ground_truth"] for r in test] == ["0", "1"]  # delta.py's held-out rows
-    assert test[0]["prompt"] == [{"role": "user", "content": f"{questions[0]}\n{delta.PROMPT_INSTRUCTION}"}]
+    assert test[0]["prompt"] == [{"role": "user", "content": f"{questions[0]}\n{rewards.ANSWER_FORMATS['boxed']}"}]
     tok = AutoTokenizer.from_pretrained(tiny)
     tok.chat_template = "{% for m in messages %}{{ m['content'] }}{% endfor %}"
     config = OmegaConf.create(dict(recipe_config().data, cache_dir=str(tmp_path / "cache"), max_prompt_length=64))

@@ -21,6 +21,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import delta  # noqa: E402
+import rewards  # noqa: E402
 
 
 def verl_rows(rows, split, data_source, instruction):
@@ -40,7 +41,7 @@ def main(argv=None):
     p.add_argument("--answer_key", default="final_answer", help="column holding the reference answer")
     p.add_argument("--eval_size", type=int, default=256, help="held-out rows (the first ones, as delta.py)")
     p.add_argument("--data_source", default="lighteval/MATH", help="verl's scorer (default_compute_score)")
-    p.add_argument("--instruction", default=delta.PROMPT_INSTRUCTION, help="appended to each question")
+    p.add_argument("--instruction", default=rewards.ANSWER_FORMATS["boxed"], help="appended to each question")
     p.add_argument("--out", required=True, help="folder for train.parquet and test.parquet")
     a = p.parse_args(argv)
     import datasets
