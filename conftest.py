@@ -110,6 +110,13 @@ def make_run(tiny, world=1, **changes):
     return delta.make_run(dataclasses.replace(delta.Args(), **changes), model, tok, tiny, world=world)
 
 
+def pack(tok, prompts, responses, device):
+    """Prompts followed by given responses + eos, in delta.py's rollout layout (as its warm start builds them)."""
+    ids = [tok(r, add_special_tokens=False).input_ids + [tok.eos_token_id] for r in responses]
+    return delta.rollout_batch([delta.encode_prompt(tok, p) for p in prompts], ids, [tok.eos_token_id],
+                               tok.pad_token_id, device)
+
+
 def fixed_rollout(tiny, n_prompts=4, G=4, seed=0, budget=16384, algo="delta", world=1, **changes):
     """A rollout of known responses (half right, lengths varied), scored: (run, batch, adv, packed, plans)."""
     run = make_run(tiny, world=world, prompts_per_step=n_prompts, group_size=G, mini_batch_prompts=2, lr=1e-2,
@@ -124,7 +131,7 @@ def fixed_rollout(tiny, n_prompts=4, G=4, seed=0, budget=16384, algo="delta", wo
             prompts.append(delta.prompt_text(run.tok, r["question"]))
             responses.append("Let us add" + " the two numbers" * (j % 3) + f". \\boxed{{{ans}}}")
             correct.append(float(ok))
-    batch = delta.pack(run.tok, prompts, responses, "cpu")
+    batch = pack(run.tok, prompts, responses, "cpu")
     adv = delta.group_advantages(torch.tensor(correct), G)
     plans = delta.micro_batches(run, batch)
     batch["old_logp"], run.entropy, packed = delta.score(run, batch, adv, plans, True)

@@ -6,11 +6,10 @@ The paper (Zhang, Wu and Lin, arXiv 2605.21467) and this file, in the same order
     Sec. 3.2   delta_coefficients   centroids, margins, soft scores, refinement, lam in a band, mean 1
     Eq. B, E   policy_loss          DAPO's clipped surrogate; DelTA multiplies each token's advantage by lam
     baselines  top_share_mask (forking tokens), fipo_weights (FIPO); SAPO is policy_loss(sapo_tau=...)
-These functions are copyable: pure torch, no dependency on the rest of the file, and a collective call
-only on a process group passed as `group`. Then the trainer: ALGOS (each algorithm as data), rl_step
-(one rollout batch, read like the paper's algorithm box) and its helpers in call order, the engine seam
-(HF sampler and DDP here; --vllm and --fsdp in engines.py), the main loop, the arguments, and, fenced
-at the bottom, the tiny default's warm start (its model and embedded tasks are in tasks.py).
+These functions are copyable: pure torch, no dependency on the rest of the file, and a collective call only on a
+process group passed as `group`. Then the trainer: ALGOS (each algorithm as data), rl_step (one rollout batch, read
+like the paper's algorithm box) and its helpers in call order, the engine seam (HF sampler and DDP here, the rest
+in engines.py), the main loop, the arguments, and, fenced at the bottom, the tiny default's warm start (tasks.py).
 
     python delta.py                                   # offline tiny default on the CPU, a few minutes
     torchrun --nproc_per_node 2 delta.py              # the same on 2 processes under DDP (gloo on CPU)
@@ -48,6 +47,8 @@ import torch.distributed.checkpoint.state_dict as dcp
 import transformers
 from tqdm import tqdm
 from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig, HfArgumentParser
+
+import rewards
 
 
 # ======== 1. The method, in the paper's order (copyable: pure torch, collectives only on `group`) ====================
@@ -227,9 +228,6 @@ def top_share_mask(values, mask, ratio=0.2, largest=True, group=None):
     return mask.bool() & ((values >= threshold) if largest else (values <= threshold))  # [B, T]
 
 
-entropy_top_mask = top_share_mask  # the forking-token baseline: top_share_mask(entropy, mask, 0.2)
-
-
 def fipo_weights(logp, old_logp, adv, mask, decay=32.0, low=0.8, high=1.2, safety=3.0, clip_c=10.0, chunk=256):
     """FIPO (Ma et al. 2026): influence weights f from the discounted future KL of each token, no gradient.
     FutureKL_t = sum_{k >= t} gamma^(k-t) M_k D_k, D = log(pi / pi_old) clamped to +-20, M = [D <= log c],
@@ -329,10 +327,10 @@ def rl_step(run, step):
     roll = dict(batch=batch, rows=rows, adv=adv, entropy=entropy, features=features, stats={})
     t2 = clock(run)
     weights = algo["weights"](run, roll) if algo["weights"] else None  # 5. DelTA: lam [N, R], Sec. 3.2
-    if dump:  # what a dump keeps of v: each token's norm
-        roll["v_norm"] = feature_norms(features[0], features[2], batch["response_mask"], a.feature_chunk_tokens)
-    roll["features"] = features = None  # v is done with: the update's memory starts without it
     t3 = clock(run)
+    if dump and run.rank == 0:  # the rollout, its weights and each token's ||v||, for bench/rollouts.py
+        engines().dump_rollout(run, roll, weights, step + 1)
+    roll["features"] = features = None  # v is done with: the update's memory starts without it
     m = update(run, batch, adv, weights, plans)  # 6. Eq. B/E, one optimizer step per mini-batch
     t4 = clock(run)
     mask, groups, n = batch["response_mask"], reward.view(-1, a.group_size), batch["response_mask"].sum().item()
@@ -341,15 +339,12 @@ def rl_step(run, step):
               "response/length": n / len(mask), "response/truncated": batch["truncated"].float().mean().item(),
               "groups/zero_std": (groups.max(1).values == groups.min(1).values).float().mean().item(),
               "entropy": (entropy * mask).sum().item() / n, "time/generate": t1 - t0, "time/score": t2 - t1,
-              "time/reward": run.reward_seconds,
-              "time/coefficients": t3 - t2, "time/train": t4 - t3})
+              "time/reward": run.reward_seconds, "time/coefficients": t3 - t2, "time/train": t4 - t3})
     if "sampler_logp" in batch:  # the sampler's and the trainer's log-probs of the sampled tokens
         m["rollout/logp_gap"] = ((batch["sampler_logp"] - batch["old_logp"]).abs() * mask).sum().item() / n
     m = dict(all_mean(run, m), epoch=epoch)
     if weights is not None:
         m.update(weight_stats(run, weights, mask), **{f"delta/{k}": x for k, x in roll["stats"].items()})
-    if dump and run.rank == 0:
-        dump_rollout(run, roll, weights, step + 1)
     return m
 
 
@@ -389,8 +384,7 @@ def encode_prompt(tok, text):
 def sample(sampler, prompts, temperature, n=1, seed=0):
     """n responses to each prompt, adjacent, in the rollout layout (greedy at temperature 0); the sampler's
     log-probs, if it has them, in "sampler_logp" [N, R]."""
-    tok = sampler.tok
-    prompt_ids = [encode_prompt(tok, p) for p in prompts]
+    tok, prompt_ids = sampler.tok, [encode_prompt(sampler.tok, p) for p in prompts]
     responses, logprobs = sampler.generate(prompt_ids, temperature, n, seed)
     if not prompts:
         return None
@@ -426,22 +420,17 @@ def decode_responses(tok, batch):
 def verify(run, batch, rows):
     """rewards.py's verdicts (1 right, 0 wrong) on the final answers (math) or the rows' tests run in the sandbox
     (code), timed (time/reward), and the reward: with DAPO's soft overlong punishment."""
-    import rewards
     a, t = run.args, time.perf_counter()
     golds = [r["answer"] for r in rows for _ in range(a.group_size)]
     correct = torch.tensor(rewards.score_batch(decode_responses(run.tok, batch), golds, run.reward,
                                                a.reward_timeout or None, stats=run.reward_stats,
-                                               answer_format=answer_format(a)))
+                                               answer_format=run.answer_format))
     run.reward_seconds = time.perf_counter() - t
     reward = correct.to(run.device)  # [N]
     if run.algo["overlong"]:
         reward = reward + overlong_penalty(batch["response_mask"].sum(1), a.max_new_tokens, a.overlong_buffer,
                                            a.overlong_penalty)
     return correct, reward
-
-
-def answer_format(args):
-    return args.answer_format if args.answer_format != "auto" else "boxed"
 
 
 def overlong_penalty(lengths, max_len, buffer, factor):
@@ -494,7 +483,8 @@ def score(run, batch, adv, plans, features):
     side = mask & (adv != 0)[:, None]  # [N, R]
     if features:
         H = unwrap(run.model).get_output_embeddings().weight.shape[1]
-        n, dtype = int(side.sum()), feature_dtype(a, device)  # host memory, or a GPU: engines.py decides where v goes
+        auto = torch.bfloat16 if bf16_compute(a, device) else torch.float32  # --feature_dtype's
+        n, dtype = int(side.sum()), {"auto": auto, "bf16": torch.bfloat16, "fp32": torch.float32}[a.feature_dtype]
         buffer = (engines().feature_buffer(run, n, H, dtype) if a.offload_features or device.type == "cuda"
                   else torch.empty(n, H, dtype=dtype, device=device))  # [n, H]
         adv_tok, where, offset = [adv[:0]], [torch.zeros(0, dtype=torch.long, device=device)], 0
@@ -516,15 +506,6 @@ def score(run, batch, adv, plans, features):
     if buffer.is_pinned():
         torch.cuda.synchronize()  # the non-blocking copies into pinned memory are complete
     return old_logp, entropy, (buffer, torch.cat(adv_tok), torch.cat(where))
-
-
-def feature_norms(v, where, mask, chunk):
-    """||v|| of every side token in the rollout layout [N, R] (0 elsewhere), a chunk at a time in float32."""
-    norms = torch.zeros(mask.numel(), device=mask.device)
-    for s in range(0, len(v), chunk):
-        vc = v[s:s + chunk].to(mask.device, non_blocking=True)
-        norms[where[s:s + chunk]] = torch.linalg.vector_norm(vc, dim=-1, dtype=torch.float32)
-    return norms.view(mask.shape)
 
 
 def response_logprobs(model, input_ids, attention_mask, R, temperature, chunk_tokens=2048, checkpoint=False,
@@ -578,10 +559,9 @@ def update(run, batch, adv, weights, plans):
     mini-batch's global normaliser and multiplied by world_size (DDP and FSDP average): no split changes it."""
     a, algo, model, mask = run.args, run.algo, run.train_model, batch["response_mask"]  # [N, R]
     weight, out = torch.ones_like(mask, dtype=torch.float32) if weights is None else weights.float(), {}  # [N, R]
-    if "sampler_logp" in batch and a.is_cap > 0:  # the sampler is not the trainer: truncated importance sampling
-        is_w = is_correction(batch["old_logp"], batch["sampler_logp"], a.is_cap)  # [N, R]
-        weight = weight * is_w
-        capped = (is_w[mask] >= a.is_cap).float().mean().item()
+    if "sampler_logp" in batch and a.is_cap > 0:  # vLLM is not the trainer: truncated importance sampling
+        is_w = engines().is_correction(batch["old_logp"], batch["sampler_logp"], a.is_cap)  # [N, R]
+        weight, capped = weight * is_w, (is_w[mask] >= a.is_cap).float().mean().item()
         out = {"rollout/is_mean": is_w[mask].mean().item(), "rollout/is_capped": capped}
     weight, row_count = algo["normaliser"](mask, weight, a)  # [N, R], [N]
     sums, norms = torch.zeros(5, device=mask.device), []  # loss, clipfrac, clipfrac_dual, approx_kl, router loss
@@ -621,19 +601,11 @@ def update(run, batch, adv, weights, plans):
 def router_loss_coef(config):
     """The weight of an MoE's load-balancing loss when its config asks HF to compute it (output_router_logits, as
     Qwen3-MoE and Mixtral configs can), with the config's own coefficient; 0 otherwise."""
-    if not getattr(config, "output_router_logits", False):
-        return 0.0
-    coef = getattr(config, "router_aux_loss_coef", None)
+    coef = getattr(config, "router_aux_loss_coef", None) if getattr(config, "output_router_logits", False) else 0.0
     if coef is None:
         raise ArgumentError(f"{type(config).__name__} sets output_router_logits but names no router_aux_loss_coef: "
                             "the load-balancing loss it asks for has no weight")
     return float(coef)
-
-
-def is_correction(old_logp, sampler_logp, cap):
-    """Truncated importance sampling for a sampler that is not the trainer (vLLM's kernels): each token's
-    term is weighted by min(pi_old / pi_sampler, cap), without gradient, as oat's and verl's token-level TIS."""
-    return (old_logp - sampler_logp).exp().clamp(max=cap)
 
 
 def weight_stats(run, lam, mask):
@@ -774,11 +746,6 @@ def autocast(device, enabled):
     return torch.autocast(device.type, torch.bfloat16) if enabled else contextlib.nullcontext()
 
 
-def feature_dtype(args, device):
-    auto = torch.bfloat16 if bf16_compute(args, device) else torch.float32
-    return {"auto": auto, "bf16": torch.bfloat16, "fp32": torch.float32}[args.feature_dtype]
-
-
 def setup_distributed(timeout_minutes=60):
     """DDP from torchrun's environment variables (one node or several); `python delta.py` runs alone. A collective
     waits timeout_minutes for the slowest rank (NCCL's own default, 10, is shorter than a vLLM rank's lead or a
@@ -828,14 +795,13 @@ def evaluate(run, step, temperature=0.0, n=1, limit=None, answered=None):
     """Held-out accuracy, the mean over n samples a problem (greedy by default) of the first `limit` problems (all
     by default), rows sharded over ranks, sampled from generators seeded by the step, apart from the training
     stream. `answered` (a list) receives the share of math responses that state an answer in the run's format."""
-    import rewards
     mine, seed = run.eval_rows[:limit][run.rank::run.world], run.args.seed * 7919 + step
     with torch.random.fork_rng(devices=[run.device] if run.device.type == "cuda" else []):
         torch.manual_seed(seed + run.rank)
         batch = sample(run.sampler, [prompt_text(run.tok, r["question"], run.args.instruction) for r in mine],
                        temperature, n, seed=(seed * 101 + run.rank) * 10_007)
     golds, texts = [r["answer"] for r in mine for _ in range(n)], decode_responses(run.tok, batch) if mine else []
-    fmt = answer_format(run.args)
+    fmt = run.answer_format
     right = sum(rewards.score_batch(texts, golds, run.reward, run.args.reward_timeout or None,
                                     answer_format=fmt)) if mine else 0.0
     stated = sum(rewards.extract_answer(t, fmt) is not None for t in texts) if run.reward == "math" else len(texts)
@@ -854,7 +820,7 @@ def evaluation(run, step):
         out["eval/answered"] = answered[0]
         if answered[0] == 0 and run.rank == 0 and step == 0:
             print(f"warning: none of the {len(run.eval_rows)} greedy held-out responses states an answer in the "
-                  f"format {answer_format(a)}, so every reward is 0 and RL has nothing to learn from: choose the "
+                  f"format {run.answer_format}, so every reward is 0 and RL has nothing to learn from: choose the "
                   "format the model writes (--answer_format boxed | answer_line | last_number) or ask for it "
                   "(--instruction)", file=sys.stderr)
     if a.eval_samples:
@@ -862,16 +828,13 @@ def evaluation(run, step):
     return out
 
 
-RNGS = {"torch": (torch.get_rng_state, torch.set_rng_state), "python": (random.getstate, random.setstate),
-        "cuda": (torch.cuda.get_rng_state_all, torch.cuda.set_rng_state_all)}  # this rank's generators
-
-
 def rng_state(s=None):
-    """The state of this rank's generators, or, given one, set them."""
+    """The state of this rank's generators (torch's, Python's, CUDA's where there is one), or, given one, set them."""
     if s is None:
-        return {k: get() for k, (get, _) in RNGS.items() if k != "cuda" or torch.cuda.is_available()}
+        cuda = {"cuda": torch.cuda.get_rng_state_all()} if torch.cuda.is_available() else {}
+        return dict(torch=torch.get_rng_state(), python=random.getstate(), **cuda)
     for k, x in s.items():
-        RNGS[k][1](x)
+        dict(torch=torch.set_rng_state, python=random.setstate, cuda=torch.cuda.set_rng_state_all)[k](x)
 
 
 PROMPT_FILE = "delta_prompt.json"  # saved with every model folder: the prompt settings it was trained with
@@ -900,7 +863,7 @@ def save_model(run, path):
 def save_folder_files(run, folder):  # the tokenizer and the prompt settings, beside a model's config
     run.tok.save_pretrained(folder)
     with open(os.path.join(folder, PROMPT_FILE), "w") as f:
-        json.dump({"instruction": run.args.instruction, "answer_format": answer_format(run.args),
+        json.dump({"instruction": run.args.instruction, "answer_format": run.answer_format,
                    "chat_template": bool(run.tok.chat_template)}, f)
 
 
@@ -1016,17 +979,16 @@ def main(args):
     stop = []
     for sig in (signal.SIGINT, signal.SIGTERM):  # finish the step, save, exit
         signal.signal(sig, lambda *_: stop.append(1))
-    show = rank == 0 and args.progress and total_steps
-    bar = tqdm(total=total_steps, initial=step, desc=args.run_name) if show else None
+    quiet = rank != 0 or not args.progress or not total_steps
+    bar = tqdm(total=total_steps, initial=step, desc=args.run_name, disable=quiet)  # rank 0's progress bar
     while step < total_steps:
         m = rl_step(run, step)
         step += 1
         if args.eval_every and step % args.eval_every == 0 or step == total_steps:
             m.update(evaluation(run, step))
         log(dict(m, step=step))
-        if bar is not None:
-            bar.update(1)
-            bar.set_postfix(acc=f"{m['reward/acc']:.2f}", eval=f"{m.get('eval/accuracy', float('nan')):.3f}")
+        bar.update(1)
+        bar.set_postfix(acc=f"{m['reward/acc']:.2f}", eval=f"{m.get('eval/accuracy', float('nan')):.3f}")
         stopped = reduce(run, torch.tensor([float(len(stop))], device=device)).item() > 0
         if stopped or (args.save_every and step % args.save_every == 0):
             save_checkpoint(run, step)
@@ -1035,8 +997,7 @@ def main(args):
                 print(f"\ninterrupted: checkpoint at step {step} in {args.output_dir}; continue with --resume",
                       file=sys.stderr)
             break
-    if bar is not None:
-        bar.close()
+    bar.close()
     if step == total_steps > 0:
         save_model(run, os.path.join(args.output_dir, "final"))
         if args.save_every == 0 or step % args.save_every:
@@ -1053,26 +1014,21 @@ def main(args):
 
 
 def make_run(args, model, tok, source, rank=0, world=1, device=torch.device("cpu"), train_rows=(), eval_rows=()):
-    """What a step reads: arguments, model and wrapper, optimizer (built after sharding), engines, data."""
+    """What a step reads: arguments, model and wrapper, optimizer (built after sharding), engines, data. A run made
+    without resolve_defaults (the tests, the benches) reads --reward auto and --answer_format auto as it would."""
     fsdp = args.fsdp and type("FSDP", (engines().FSDP2, DDP), {})  # FSDP2's wrapping, sync and gathers; DDP's dicts
     sharding = (fsdp or DDP)(world, device, bf16_compute(args, device))
+    code = bool(train_rows) and isinstance(train_rows[0]["answer"], dict)  # the rows carry test specs
     run = types.SimpleNamespace(args=args, algo=ALGOS[args.algo], rank=rank, world=world, device=device, tok=tok,
                                 model=model, train_model=sharding.wrap(model, args), sharding=sharding,
                                 group=sharding.group, train_rows=train_rows, eval_rows=eval_rows, reward_stats={},
-                                reward=reward_kind(args, train_rows), reward_seconds=0.0,
-                                router_coef=router_loss_coef(model.config))  # an MoE's load balancing
+                                reward=args.reward if args.reward != "auto" else "code" if code else "math",
+                                answer_format=args.answer_format if args.answer_format != "auto" else "boxed",
+                                reward_seconds=0.0, router_coef=router_loss_coef(model.config))
     run.optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=args.weight_decay)
     # --vllm: the sampler makes AdamW's state first, then vLLM sizes itself by what the trainer leaves
     run.sampler = make_sampler(args, model, tok, source, sharding, rank, run.optimizer)
     return run
-
-
-def reward_kind(args, rows):
-    """--reward as resolve_defaults left it; with auto (a run made without it): code when the rows carry test specs
-    (dicts), math otherwise."""
-    if args.reward != "auto":
-        return args.reward
-    return "code" if rows and isinstance(rows[0]["answer"], dict) else "math"
 
 
 def load_model(name_or_path, device, dtype=torch.float32):
@@ -1136,7 +1092,6 @@ def load_task(args):
 def load_rows(source, split, args):
     """A local .json/.jsonl/.parquet/.csv file or a hub dataset -> (kind, [{"question", "answer"}]), read by
     rewards.dataset_rows with --prompt_key, --answer_key and --code_schema."""
-    import rewards
     try:
         return rewards.dataset_rows(rewards.read_table(source, split=split), args.prompt_key, args.answer_key,
                                     "math" if args.reward == "math" else args.code_schema)
@@ -1263,10 +1218,7 @@ class Args:
     progress: bool = arg(True, "tqdm progress bar on rank 0")
 
     def __post_init__(self):  # the embedded tasks' responses are short; a dataset's limit is the user's to set
-        self.max_new_tokens = self.max_new_tokens or (0 if self.dataset else EMBEDDED_RESPONSE_TOKENS)
-
-
-EMBEDDED_RESPONSE_TOKENS = 64
+        self.max_new_tokens = self.max_new_tokens or (0 if self.dataset else 64)
 
 
 class ArgumentError(ValueError):
@@ -1275,8 +1227,6 @@ class ArgumentError(ValueError):
 
 def validate_args(a: Args, world_size: int = 1) -> None:
     """Fail before any work, with a message that says what to change."""
-    import rewards
-
     def need(ok, msg):
         if not ok:
             raise ArgumentError(msg)
@@ -1334,7 +1284,6 @@ def validate_args(a: Args, world_size: int = 1) -> None:
 def resolve_defaults(args, kind=None, rows=()):
     """Every "auto" resolved once, before any work (args.json records the outcome): the names, the reward (the rows'
     kind), the answer format (what the prompts ask for, else the box) and the instruction that asks for it."""
-    import rewards
     source = os.path.basename(args.model.rstrip("/")) or ("tiny" if args.task == "addition" else f"tiny-{args.task}")
     args.run_name = args.run_name or f"{args.algo}-{source}-s{args.seed}"
     args.output_dir = args.output_dir or os.path.join("runs", args.run_name)
@@ -1413,17 +1362,11 @@ def parse_args(argv=None) -> Args:
     return parser.parse_args_into_dataclasses(argv)[0]
 
 
-# ======== 7. Extras of the offline default (tasks.py: the tiny model, the embedded tasks): warm start, dumps ========
+# ======== 7. Extras of the offline default (tasks.py: the tiny model, the embedded tasks): the warm start ============
 def tasks():
     """tasks.py, imported by the offline default only: delta.py and rewards.py alone run a --model on a --dataset."""
     import tasks
     return tasks
-
-
-def pack(tok, prompts, responses, device):
-    """Prompts followed by given responses + eos, in the rollout layout (the warm start, the tests)."""
-    ids = [tok(r, add_special_tokens=False).input_ids + [tok.eos_token_id] for r in responses]
-    return rollout_batch([encode_prompt(tok, p) for p in prompts], ids, [tok.eos_token_id], tok.pad_token_id, device)
 
 
 def warm_start(run, log):
@@ -1436,8 +1379,9 @@ def warm_start(run, log):
     while acc < a.sft_target_acc and step < a.sft_max_steps:
         idx = torch.randint(len(run.train_rows), (a.sft_batch_size,), generator=gen)
         rows = [run.train_rows[i] for i in idx[run.rank * per_rank:(run.rank + 1) * per_rank]]
-        batch = pack(tok, [prompt_text(tok, r["question"], a.instruction) for r in rows], [r["solution"] for r in rows],
-                     run.device)
+        prompts = [encode_prompt(tok, prompt_text(tok, r["question"], a.instruction)) for r in rows]
+        solutions = [tok(r["solution"], add_special_tokens=False).input_ids + [tok.eos_token_id] for r in rows]
+        batch = rollout_batch(prompts, solutions, [tok.eos_token_id], tok.pad_token_id, run.device)  # + eos
         mask = batch["response_mask"]
         logp = response_logprobs(run.train_model, batch["input_ids"], batch["attention_mask"], mask.shape[1], 1.0)[0]
         (-(logp * mask).sum() / mask.sum()).backward()
@@ -1447,13 +1391,6 @@ def warm_start(run, log):
         if step % 10 == 0:
             acc = evaluate(run, -1 - step, a.temperature, limit=check)
     log({"step": 0, "sft/steps": step, "sft/sample_accuracy": acc})
-
-
-def dump_rollout(run, roll, weights, step):
-    """This rank's share of a rollout, with the weights and each token's ||v||, for bench/rollouts.py."""
-    torch.save(dict(batch=roll["batch"], adv=roll["adv"], lam=weights, v_norm=roll["v_norm"], step=step,
-                    questions=[r["question"] for r in roll["rows"]], golds=[r["answer"] for r in roll["rows"]],
-                    args=dataclasses.asdict(run.args)), os.path.join(run.args.output_dir, f"rollout-{step}.pt"))
 
 
 if __name__ == "__main__":

@@ -5,7 +5,8 @@ optional packages' integrations.
     gpu_margin      what a GPU holds beyond the trainer's tensors and vLLM's share, item by item
     feature_buffer  where DelTA's features go: the GPU, or host memory (--offload_features, or when the GPU is short)
     VLLMSampler     --vllm: rollouts and evaluations sampled by a colocated vLLM engine (vllm_problem: its checks)
-    metrics_sink    --report_to tensorboard | wandb
+    is_correction   --vllm: truncated importance sampling, for a sampler whose kernels are not the trainer's
+    metrics_sink    --report_to tensorboard | wandb; dump_rollout: --dump_rollouts_every, for bench/rollouts.py
     expandable_segments  the CUDA allocator maps pages, so what a phase frees goes back whole
 
 delta.py imports this file only when one of these flags is set or on a GPU, and this file imports nothing of
@@ -388,6 +389,12 @@ class VLLMSampler:
         self.engine = None
 
 
+def is_correction(old_logp, sampler_logp, cap):
+    """Truncated importance sampling for a sampler that is not the trainer (vLLM's kernels): each token's
+    term is weighted by min(pi_old / pi_sampler, cap), without gradient, as oat's and verl's token-level TIS."""
+    return (old_logp - sampler_logp).exp().clamp(max=cap)
+
+
 def kv_concurrency(engine, max_len):
     """How many sequences of max_len tokens vLLM's KV cache holds at once (None if the engine does not say)."""
     try:
@@ -427,6 +434,27 @@ def metrics_sink(args, config, rank):
             run = wandb.init(project="delta", name=args.run_name, dir=args.output_dir, config=config)
             return types.SimpleNamespace(log=lambda numbers, step: run.log(numbers, step=step), close=run.finish)
     return None
+
+
+def dump_rollout(run, roll, weights, step):
+    """--dump_rollouts_every: this rank's share of a rollout (delta.rl_step's `roll`), its token weights and each
+    token's ||v|| (0 where no feature), written to rollout-<step>.pt for bench/rollouts.py."""
+    import dataclasses
+
+    v, _, where = roll["features"]
+    v_norm = feature_norms(v, where, roll["batch"]["response_mask"], run.args.feature_chunk_tokens)
+    torch.save(dict(batch=roll["batch"], adv=roll["adv"], lam=weights, v_norm=v_norm, step=step,
+                    questions=[r["question"] for r in roll["rows"]], golds=[r["answer"] for r in roll["rows"]],
+                    args=dataclasses.asdict(run.args)), os.path.join(run.args.output_dir, f"rollout-{step}.pt"))
+
+
+def feature_norms(v, where, mask, chunk):
+    """||v|| of every side token in the rollout layout [N, R] (0 elsewhere), a chunk at a time in float32."""
+    norms = torch.zeros(mask.numel(), device=mask.device)
+    for s in range(0, len(v), chunk):
+        vc = v[s:s + chunk].to(mask.device, non_blocking=True)
+        norms[where[s:s + chunk]] = torch.linalg.vector_norm(vc, dim=-1, dtype=torch.float32)
+    return norms.view(mask.shape)
 
 
 def expandable_segments():

@@ -14,8 +14,9 @@ import pytest
 import torch
 
 import delta
+import engines
 import tasks
-from conftest import FAST, ROOT, fixed_rollout, lam_of, run_delta
+from conftest import FAST, ROOT, fixed_rollout, lam_of, pack, run_delta
 from delta import Args
 
 sys.path.insert(0, os.path.join(ROOT, "bench"))
@@ -373,7 +374,7 @@ def test_token_categories_of_real_text():
 def test_deciding_tokens_are_the_step_results_and_the_answer(tiny):
     _, tok = delta.load_model(tiny, torch.device("cpu"))
     text = "3+5=8 qzt mow, 8+9=18 abc def. \\boxed{18}"
-    batch = delta.pack(tok, ["Q: 3+5+9=?"], [text], "cpu")
+    batch = pack(tok, ["Q: 3+5+9=?"], [text], "cpu")
     got = oracle.deciding_tokens(tok, batch)[0]
     cats = rollouts.token_categories(text, "3+5+9=?") + ["eos"]
     assert got.tolist() == [c in ("result", "first_wrong", "answer") for c in cats]
@@ -382,8 +383,8 @@ def test_deciding_tokens_are_the_step_results_and_the_answer(tiny):
 def dumped_rollout(tiny, tmp_path, algo="delta"):
     run, batch, adv, packed, plans = fixed_rollout(tiny, algo=algo, output_dir=str(tmp_path), run_name="t")
     lam = lam_of(run, batch, adv, packed) if algo == "delta" else None
-    v_norm = delta.feature_norms(packed[0], packed[2], batch["response_mask"], 7)  # a chunk at a time
-    delta.dump_rollout(run, dict(batch=batch, adv=adv, v_norm=v_norm, rows=run.rows), lam, 3)
+    run.args.feature_chunk_tokens = 7  # the norms a chunk at a time
+    engines.dump_rollout(run, dict(batch=batch, adv=adv, features=packed, rows=run.rows), lam, 3)
     return run, batch, adv, packed, lam, torch.load(tmp_path / "rollout-3.pt", weights_only=False)
 
 

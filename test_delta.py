@@ -13,9 +13,10 @@ import torch
 import torch.multiprocessing as mp
 
 import delta
+import engines
 import rewards
 import tasks
-from conftest import BACKBONES, FAST, ROOT, fixed_rollout, lam_of, make_run, read_metrics, run_delta
+from conftest import BACKBONES, FAST, ROOT, fixed_rollout, lam_of, make_run, pack, read_metrics, run_delta
 from delta import Args, delta_coefficients, group_advantages, policy_loss, token_features
 
 sys.path.insert(0, os.path.join(ROOT, "bench"))
@@ -56,7 +57,7 @@ def test_overlong_penalty_is_dapos_soft_punishment():
 @pytest.mark.parametrize("temperature", [1.0, 0.7])
 def test_token_features_equal_autograd_gradient_of_lm_head_row(tiny, temperature):
     model, tok = delta.load_model(tiny, torch.device("cpu"))
-    batch = delta.pack(tok, ["Question: 1+2=?", "Q: 35+41=?"], ["So 3.", "It is \\boxed{76}"], "cpu")
+    batch = pack(tok, ["Question: 1+2=?", "Q: 35+41=?"], ["So 3.", "It is \\boxed{76}"], "cpu")
     R = batch["response_mask"].shape[1]
     logp, _, hidden = delta.response_logprobs(model, batch["input_ids"], batch["attention_mask"], R, temperature)
     v = token_features(hidden, logp.detach())  # [2, R, H]
@@ -361,11 +362,11 @@ def test_top_share_mask_in_float64_keeps_the_top_tokens():
     assert delta.top_share_mask(tied, torch.ones_like(tied, dtype=torch.bool), 0.2).sum() == 4  # ties are all kept
 
 
-def test_entropy_top_mask_keeps_the_top_share_of_valid_tokens():
+def test_top_share_mask_keeps_the_top_share_of_valid_tokens():
     gen = torch.Generator().manual_seed(0)
     entropy, mask = torch.rand(6, 9, generator=gen), torch.rand(6, 9, generator=gen) > 0.3
     entropy[~mask] = 10.0  # padding must never be picked, however large its entropy
-    top = delta.entropy_top_mask(entropy, mask, 0.2)
+    top = delta.top_share_mask(entropy, mask, 0.2)  # the forking tokens: the entropy's top 20 %
     ranked = sorted((float(entropy[i, t]), (i, t)) for i in range(6) for t in range(9) if mask[i, t])[::-1]
     k = math.ceil(0.2 * len(ranked))
     assert {x for _, x in ranked[:k]} == {(i, t) for i in range(6) for t in range(9) if top[i, t]}
@@ -431,7 +432,7 @@ def test_scoring_logprobs_match_generate_logits_with_left_padding(tiny):
 def test_sliced_lm_head_gives_the_full_logits_values_and_gradients(tiny, chunk):
     """The LM head on slices (checkpointed in training) equals the plain forward over [b, R, V] logits."""
     model, tok = delta.load_model(tiny, torch.device("cpu"))
-    batch = delta.pack(tok, ["Q: 1+2=?", "Q: 35+41=?\nA: "], ["So 3.", "It is \\boxed{76}"], "cpu")
+    batch = pack(tok, ["Q: 1+2=?", "Q: 35+41=?\nA: "], ["So 3.", "It is \\boxed{76}"], "cpu")
     ids, am, R = batch["input_ids"], batch["attention_mask"], batch["response_mask"].shape[1]
     logits = model(input_ids=ids, attention_mask=am.long(), position_ids=(am.long().cumsum(1) - 1).clamp(min=0),
                    output_hidden_states=True, use_cache=False)
@@ -587,7 +588,7 @@ def test_importance_correction_weighs_each_token_by_the_truncated_ratio(tiny):
     """With a sampler's log-probs (vLLM), each token's term is weighted by min(pi_old / pi_sampler, cap)."""
     gen = torch.Generator().manual_seed(0)
     old, sampler = -torch.rand(3, 5, generator=gen), -torch.rand(3, 5, generator=gen)
-    got = delta.is_correction(old, sampler, 2.0)
+    got = engines.is_correction(old, sampler, 2.0)
     for i in range(3):
         for t in range(5):
             assert got[i, t].item() == pytest.approx(min(math.exp(old[i, t] - sampler[i, t]), 2.0))
@@ -597,7 +598,7 @@ def test_importance_correction_weighs_each_token_by_the_truncated_ratio(tiny):
         w = None
         if shift is not None:
             batch["sampler_logp"] = batch["old_logp"] - shift * torch.rand(batch["old_logp"].shape, generator=gen)
-            w = delta.is_correction(batch["old_logp"], batch["sampler_logp"], 1.3)
+            w = engines.is_correction(batch["old_logp"], batch["sampler_logp"], 1.3)
         out = train(run, batch, adv, None, plans)
         states.append(run.model.state_dict())
         ref, rb, ra, _, rp = fixed_rollout(tiny, algo="dapo")  # the same update with the weights given as lam
@@ -1195,10 +1196,10 @@ def test_bos_is_added_where_the_tokenizer_or_its_template_asks(tiny):
     tok, bos = _bos_tokenizer()
     plain = delta.prompt_text(tok, "1+1=?")
     assert tok(plain).input_ids[0] == bos  # the tokenizer's own rule
-    ids = delta.pack(tok, [plain], ["2"], "cpu")["input_ids"][0].tolist()
+    ids = pack(tok, [plain], ["2"], "cpu")["input_ids"][0].tolist()
     assert ids[0] == bos and ids[1:len(plain) + 1] == tok(plain, add_special_tokens=False).input_ids
     templ, bos = _bos_tokenizer("{{ bos_token }}{% for m in messages %}{{ m['content'] }}{% endfor %}")
-    ids = delta.pack(templ, [delta.prompt_text(templ, "1+1=?")], ["2"], "cpu")["input_ids"][0].tolist()
+    ids = pack(templ, [delta.prompt_text(templ, "1+1=?")], ["2"], "cpu")["input_ids"][0].tolist()
     assert ids.count(bos) == 1 and ids[0] == bos
     _, qwen_like = delta.load_model(tiny, torch.device("cpu"))  # no BOS token at all
     text = delta.prompt_text(qwen_like, "1+1=?")
@@ -1215,7 +1216,7 @@ def test_a_model_that_never_states_an_answer_is_told_so(tiny, capsys):
     assert out["eval/answered"] == 0.0 and out["eval/accuracy"] == 0.0
     err = capsys.readouterr().err
     assert "states an answer" in err and "--answer_format" in err
-    run.args.answer_format = "last_number"  # whatever it writes, digits are likely somewhere in 64 characters
+    run.answer_format = "last_number"  # whatever it writes, digits are likely somewhere in 64 characters
     assert "eval/answered" in delta.evaluation(run, 1)
 
 
@@ -1231,7 +1232,7 @@ def test_core_functions_are_copyable_pure_torch():
         (delta_coefficients, lambda f: f(v, adv, mask, K=2)),
         (policy_loss, lambda f: f(logp, old, a2, m2, lam)[0]),
         (policy_loss, lambda f: f(logp, old, a2, m2, lam, sapo_tau=(1.0, 1.05))[0]),
-        (delta.entropy_top_mask, lambda f: f(-logp.detach(), m2)),
+        (delta.top_share_mask, lambda f: f(-logp.detach(), m2)),
         (delta.fipo_weights, lambda f: f(logp.detach(), old, a2, m2)[0]),
         (delta_coefficients, lambda f: f(v.reshape(-1, 5), adv[:, None].expand(6, 7).reshape(-1), mask.reshape(-1),
                                          K=2, chunk_tokens=4, margin="own", assign="hard")),
@@ -1287,7 +1288,7 @@ def test_code_rows_are_graded_by_their_tests_in_the_sandbox(tiny, monkeypatch):
     responses = [rows[0]["solution"], f"```\ndef f(x): return {a}*x+{b}\n```",  # the same function, another way
                  f"```\ndef f(x): return x*{a}+{b + 1}\n```", rows[0]["solution"].replace("```", ""),  # wrong; unfenced
                  rows[1]["solution"], "", "```\ndef g(x): return 0\n```", rows[0]["solution"]]
-    batch = delta.pack(run.tok, [delta.prompt_text(run.tok, r["question"]) for r in rows for _ in range(4)],
+    batch = pack(run.tok, [delta.prompt_text(run.tok, r["question"]) for r in rows for _ in range(4)],
                        responses, "cpu")
     correct, reward = delta.verify(run, batch, rows)
     assert correct.tolist() == [1, 1, 0, 0, 1, 0, 0, 0] and run.reward_seconds > 0
@@ -1299,7 +1300,7 @@ def test_a_batch_of_timeouts_does_not_stall_the_step(tiny):
     rows = tasks.code_task(0, 0)[0][:2]
     run = make_run(tiny, prompts_per_step=2, group_size=4, mini_batch_prompts=2, reward_timeout=1.0)
     run.reward, run.reward_stats = "code", dict(timeouts=0, errors=0)
-    batch = delta.pack(run.tok, [delta.prompt_text(run.tok, r["question"]) for r in rows for _ in range(4)],
+    batch = pack(run.tok, [delta.prompt_text(run.tok, r["question"]) for r in rows for _ in range(4)],
                        ["```\ndef f(x):\n    while True: pass\n```"] * 8, "cpu")
     rewards.score_batch(["```\ndef f(x): return x\n```"], [rows[0]["answer"]], "code")  # the pool started
     correct, _ = delta.verify(run, batch, rows)
@@ -1316,7 +1317,7 @@ def test_datasets_of_code_and_nested_math_columns_load_as_rows(tmp_path):
     code = tmp_path / "lcb.jsonl"
     code.write_text(json.dumps(lcb_row_1873a()) + "\n" + json.dumps(dict(lcb_row_1873a(), question_id="x2")) + "\n")
     kind, rows = delta.load_rows(str(code), "train", Args())
-    assert len(rows) == 2 and kind == "code" and delta.reward_kind(Args(), rows) == "code"
+    assert len(rows) == 2 and kind == "code"
     assert rows[0]["answer"]["inputs"] and "Read the inputs from stdin" in rows[0]["question"]
     broken = tmp_path / "broken.jsonl"
     broken.write_text(json.dumps(lcb_row_1873a()) + "\n" + json.dumps(dict(lcb_row_1873a(), question_id="bad",
@@ -1366,7 +1367,7 @@ def test_each_backbone_gives_the_lm_heads_input_and_a_plain_forwards_logprobs(ba
     """Through from_pretrained: Eq. D's h is what the family's own LM head receives, old log-probs are those of a
     plain forward at the temperature, in slices of the head or not."""
     model, tok = delta.load_model(backbones[family], torch.device("cpu"))
-    batch = delta.pack(tok, [delta.prompt_text(tok, "12+3=?"), delta.prompt_text(tok, "1+2=?")],
+    batch = pack(tok, [delta.prompt_text(tok, "12+3=?"), delta.prompt_text(tok, "1+2=?")],
                        ["Let us add. \\boxed{15}", "no"], "cpu")
     R, mask, seen = batch["response_mask"].shape[1], batch["response_mask"], []
     hook = model.get_output_embeddings().register_forward_hook(lambda m, i, o: seen.append(i[0]))

@@ -17,7 +17,7 @@ import torch.cuda._pin_memory_utils  # noqa: F401  (monkeypatched below)
 
 import delta
 import tasks
-from conftest import FAST, ROOT, fixed_rollout, lam_of, make_run, read_metrics, run_delta
+from conftest import FAST, ROOT, fixed_rollout, lam_of, make_run, pack, read_metrics, run_delta
 from delta import Args, delta_coefficients
 
 torch.set_num_threads(1)
@@ -346,13 +346,15 @@ def test_coefficients_stream_the_features_in_chunks(dtype):
     """Sec. 3.2 in float32 on bf16 features: the largest tensor made is one chunk in float32, never a float32
     copy of the whole buffer (40 GiB at the paper's shape); the same for a dump's norms. The result is the
     unchunked one."""
+    import engines
+
     torch.manual_seed(0)
     n, H, chunk = 3000, 64, 100
     v, adv = torch.randn(n, H).to(dtype), torch.randn(n)
     ones = torch.ones(n, dtype=torch.bool)
     with LargestTensor() as mode:
         lam = delta_coefficients(v, adv, ones, K=2, chunk_tokens=chunk)
-        norms = delta.feature_norms(v, torch.arange(n), ones, chunk)
+        norms = engines.feature_norms(v, torch.arange(n), ones, chunk)
     assert mode.largest <= max(chunk * H * 4, n * 8)  # a chunk in fp32, or a per-token vector in float64
     assert mode.largest < n * H * 4
     assert torch.allclose(lam, delta_coefficients(v, adv, ones, K=2, chunk_tokens=n), atol=1e-6)
@@ -371,7 +373,7 @@ def test_gradient_checkpointing_acts_in_the_update(tiny):
             layer._gradient_checkpointing_func)
     run = delta.make_run(Args(gradient_checkpointing=True, prompts_per_step=1, group_size=4, mini_batch_prompts=1,
                               max_tokens_per_micro_batch=40), model, tok, tiny)
-    batch = delta.pack(tok, [delta.prompt_text(tok, "1+2=?")] * 4, ["Let us add. \\boxed{3}"] * 4, "cpu")
+    batch = pack(tok, [delta.prompt_text(tok, "1+2=?")] * 4, ["Let us add. \\boxed{3}"] * 4, "cpu")
     adv = torch.tensor([1.0, -1.0, 1.0, -1.0])
     plans = delta.micro_batches(run, batch)
     batch["old_logp"] = delta.score(run, batch, adv, plans, False)[0]

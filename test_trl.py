@@ -14,7 +14,7 @@ import trl  # noqa: F401  (the venv of .ci/trl.sh)
 
 import delta
 import tasks
-from conftest import ROOT
+from conftest import ROOT, pack
 from delta import delta_coefficients, policy_loss, token_features
 
 pytestmark = pytest.mark.trl  # .ci/trl.sh, in the TRL venv
@@ -154,8 +154,7 @@ def test_a_short_trl_run_with_delta_raises_held_out_accuracy(tiny, tmp_path):
     try:
         for _ in range(300):
             rows = [train_rows[i] for i in torch.randint(len(train_rows), (64,), generator=gen)]
-            b = delta.pack(tok, [delta.prompt_text(tok, r["question"]) for r in rows], [r["solution"] for r in rows],
-                           "cpu")
+            b = pack(tok, [delta.prompt_text(tok, r["question"]) for r in rows], [r["solution"] for r in rows], "cpu")
             m = b["response_mask"]
             logp = delta.response_logprobs(model, b["input_ids"], b["attention_mask"], m.shape[1], 1.0)[0]
             (-(logp * m).sum() / m.sum()).backward()
