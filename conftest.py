@@ -23,7 +23,7 @@ sys.path.insert(0, os.path.join(ROOT, "bench"))  # the benches' data and helpers
 
 # ------------------------------------------------------------------------------------- markers
 MARKERS = {  # each names the CI job that runs its tests (.ci/run); the main suite deselects all but root (pytest.ini)
-    "slow": "long checks (the backbones, RL on code learning): python -m pytest -q -m slow",
+    "slow": "long checks (the backbones, RL on code learning, two nodes): python -m pytest -q -m slow",
     "vllm": "a real vLLM engine: .ci/vllm.sh runs them in the vLLM venv (python -m pytest -q -m vllm)",
     "trl": "DelTA inside TRL: .ci/trl.sh runs test_trl.py in the TRL venv",
     "tensorboard": "--report_to tensorboard: .ci/trl.sh runs them in that venv, which installs tensorboard",

@@ -1004,6 +1004,7 @@ def two_nodes(*argv):
     assert all(p.returncode == 0 for p in procs), errs[0][-3000:] + errs[1][-3000:]
 
 
+@pytest.mark.slow
 def test_two_nodes_equal_one_node_of_two_processes(tmp_path):
     """--nnodes 2 (one process a node) runs what --nproc_per_node 2 runs: metrics, weights, checkpoints, and
     a resume on two nodes from the one-node run's checkpoint."""
