@@ -1290,7 +1290,7 @@ def test_code_rows_are_graded_by_their_tests_in_the_sandbox(tiny, monkeypatch):
                  f"```\ndef f(x): return x*{a}+{b + 1}\n```", rows[0]["solution"].replace("```", ""),  # wrong; unfenced
                  rows[1]["solution"], "", "```\ndef g(x): return 0\n```", rows[0]["solution"]]
     batch = pack(run.tok, [delta.prompt_text(run.tok, r["question"]) for r in rows for _ in range(4)],
-                       responses, "cpu")
+                 responses, "cpu")
     correct, reward = delta.verify(run, batch, rows)
     assert correct.tolist() == [1, 1, 0, 0, 1, 0, 0, 0] and run.reward_seconds > 0
 
@@ -1302,7 +1302,7 @@ def test_a_batch_of_timeouts_does_not_stall_the_step(tiny):
     run = make_run(tiny, prompts_per_step=2, group_size=4, mini_batch_prompts=2, reward_timeout=1.0)
     run.reward, run.reward_stats = "code", dict(timeouts=0, errors=0)
     batch = pack(run.tok, [delta.prompt_text(run.tok, r["question"]) for r in rows for _ in range(4)],
-                       ["```\ndef f(x):\n    while True: pass\n```"] * 8, "cpu")
+                 ["```\ndef f(x):\n    while True: pass\n```"] * 8, "cpu")
     rewards.score_batch(["```\ndef f(x): return x\n```"], [rows[0]["answer"]], "code")  # the pool started
     correct, _ = delta.verify(run, batch, rows)
     workers = len(rewards._POOL) or 2
@@ -1318,7 +1318,9 @@ def test_datasets_of_code_and_nested_math_columns_load_as_rows(tmp_path):
     code = tmp_path / "lcb.jsonl"
     code.write_text(json.dumps(lcb_row_1873a()) + "\n" + json.dumps(dict(lcb_row_1873a(), question_id="x2")) + "\n")
     kind, rows = delta.load_rows(str(code), "train", Args())
-    assert len(rows) == 2 and kind == "code"
+    args = Args(dataset=str(code), max_new_tokens=64)
+    delta.resolve_defaults(args, kind, rows)  # --reward auto, as main resolves it
+    assert len(rows) == 2 and kind == "code" and args.reward == "code"
     assert rows[0]["answer"]["inputs"] and "Read the inputs from stdin" in rows[0]["question"]
     broken = tmp_path / "broken.jsonl"
     broken.write_text(json.dumps(lcb_row_1873a()) + "\n" + json.dumps(dict(lcb_row_1873a(), question_id="bad",
@@ -1369,7 +1371,7 @@ def test_each_backbone_gives_the_lm_heads_input_and_a_plain_forwards_logprobs(ba
     plain forward at the temperature, in slices of the head or not."""
     model, tok = delta.load_model(backbones[family], torch.device("cpu"))
     batch = pack(tok, [delta.prompt_text(tok, "12+3=?"), delta.prompt_text(tok, "1+2=?")],
-                       ["Let us add. \\boxed{15}", "no"], "cpu")
+                 ["Let us add. \\boxed{15}", "no"], "cpu")
     R, mask, seen = batch["response_mask"].shape[1], batch["response_mask"], []
     hook = model.get_output_embeddings().register_forward_hook(lambda m, i, o: seen.append(i[0]))
     with torch.no_grad():
