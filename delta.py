@@ -38,6 +38,7 @@ import sys
 import time
 import types
 import warnings
+import weakref
 from dataclasses import dataclass, field
 
 import torch
@@ -485,7 +486,7 @@ def score(run, batch, adv, plans, features):
         H = unwrap(run.model).get_output_embeddings().weight.shape[1]
         auto = torch.bfloat16 if bf16_compute(a, device) else torch.float32  # --feature_dtype's
         n, dtype = int(side.sum()), {"auto": auto, "bf16": torch.bfloat16, "fp32": torch.float32}[a.feature_dtype]
-        buffer = (engines().feature_buffer(run, n, H, dtype) if a.offload_features or device.type == "cuda"
+        buffer = (engines().feature_buffer(run, n, H, dtype) if a.offload_features or run.accel.gpu
                   else torch.empty(n, H, dtype=dtype, device=device))  # [n, H]
         adv_tok, where, offset = [adv[:0]], [torch.zeros(0, dtype=torch.long, device=device)], 0
     for rows in (rows for groups in plans for rows in groups):
@@ -503,8 +504,7 @@ def score(run, batch, adv, plans, features):
             offset += len(v)
     if not features:
         return old_logp, entropy, None
-    if buffer.is_pinned():
-        torch.cuda.synchronize()  # the non-blocking copies into pinned memory are complete
+    run.accel.synchronize()  # the non-blocking copies into pinned host memory are complete
     return old_logp, entropy, (buffer, torch.cat(adv_tok), torch.cat(where))
 
 
@@ -568,7 +568,8 @@ def update(run, batch, adv, weights, plans):
     coef, extra = run.router_coef, {}
     model.train()  # HF checkpoints its layers (--gradient_checkpointing) in training mode only; dropout is off
     for groups in plans:  # one optimizer step per mini-batch
-        count = reduce(run, row_count[torch.cat(groups)].sum().double())  # the mini-batch's normaliser
+        count = reduce(run, row_count[torch.cat(groups)].sum().double()).clamp(min=1)  # the mini-batch's normaliser
+        # (1 when it counts no token: forking's or a lam subset's mini-batch may choose none; 0, not 0 / 0, is its sum)
         seen = reduce(run, batch["attention_mask"][torch.cat(groups)].sum().double())  # its tokens, for the MoE's
         for j, rows in enumerate(groups):
             with run.sharding.no_sync(model, sync=j == len(groups) - 1):  # gradients reduced once a mini-batch
@@ -630,6 +631,58 @@ def engines():
     return engines
 
 
+PRETEND_GPU = "DELTA_PRETEND_GPU"  # the device seam's test mode: the free GiB a CPU process reports as a GPU
+
+
+class Accelerator:
+    """The device seam: the trainer's one way to ask about its device (a GPU or not, its free and total memory,
+    pinned host memory, the communicator's backend, waiting for queued work, releasing cached memory). With
+    DELTA_PRETEND_GPU=<free GiB> in the environment a CPU process answers as a GPU of 80 GiB with that much free
+    would, on gloo, so CI runs every branch a GPU takes (in a GPU's dtypes: bf16 by default); only this class's
+    own CUDA calls stay unrun on a CPU (docs/scale.md lists them with the rest of what CI never executes)."""
+
+    def __init__(self, device, pretend=None):  # pretend: free GiB (the environment's if None)
+        pretend = os.environ.get(PRETEND_GPU) if pretend is None else pretend
+        self.device, self.cuda = device, device.type == "cuda"
+        self.pretend = float(pretend) * (1 << 30) if pretend not in (None, "") and device.type == "cpu" else None
+        self.gpu = self.cuda or self.pretend is not None
+        self.backend = "nccl" if self.cuda else "gloo"
+
+    def memory(self):
+        """(free, total) bytes a GPU can still give: free, plus what torch's allocator caches unused; None off one."""
+        if self.cuda:
+            free, total = torch.cuda.mem_get_info(self.device)
+            return free + torch.cuda.memory_reserved(self.device) - torch.cuda.memory_allocated(self.device), total
+        return None if self.pretend is None else (self.pretend, 80 << 30)
+
+    def reserved(self):  # bytes torch's allocator holds on the device
+        return torch.cuda.memory_reserved(self.device) if self.cuda else 0
+
+    def synchronize(self):  # the device's queued work is done (phase timings, non-blocking copies to host memory)
+        if self.cuda:
+            torch.cuda.synchronize(self.device)
+
+    def release(self):  # what the allocator caches goes back to the device (before vLLM measures the free memory)
+        gc.collect()
+        if self.cuda:
+            torch.cuda.empty_cache()
+
+    def pin(self, t):
+        """t (host memory) page-locked for asynchronous copies, registered as it is (torch's pinned allocator would
+        round it up to a power of two and cache it: torch/cuda/_pin_memory_utils.py), unregistered when freed."""
+        if self.cuda and t.numel():
+            from torch.cuda import _pin_memory_utils as pins
+            pins.pin_memory(t.data_ptr(), t.numel() * t.element_size())
+            weakref.finalize(t.untyped_storage(), pins.unpin_memory, t.data_ptr())
+        return t
+
+    def rng_devices(self):  # the devices whose generators torch.random.fork_rng forks
+        return [self.device] if self.cuda else []
+
+    def ddp_ids(self):  # DDP's device_ids: the GPU a process drives
+        return [self.device.index] if self.cuda else None
+
+
 class HFSampler:
     """HF `generate` on the training model, in calls of at most --gen_max_tokens tokens (the KV cache), as
     many on every rank (FSDP gathers in each). It draws from torch's global generator (checkpoints save it)."""
@@ -672,13 +725,14 @@ class DDP:
 
     def __init__(self, world, device, bf16=False):
         self.world, self.device, self.bf16 = world, device, bf16  # bf16: compute in bf16 (autocast; FSDP: gathers)
+        self.accel = Accelerator(device)
         self.group = dist.group.WORLD if world > 1 else None  # the process group the trainer passes on
 
     def wrap(self, model, args):
         if self.world == 1:
             return model
         return torch.nn.parallel.DistributedDataParallel(  # the gradients live in the buckets: no second copy
-            model, device_ids=[self.device.index] if self.device.type == "cuda" else None, gradient_as_bucket_view=True)
+            model, device_ids=self.accel.ddp_ids(), gradient_as_bucket_view=True)
 
     def no_sync(self, model, sync):  # gradient communication on the last micro-batch of a mini-batch only
         return contextlib.nullcontext() if sync or self.world == 1 else model.no_sync()
@@ -739,7 +793,7 @@ def unwrap(model):
 def bf16_compute(args, device):
     """--precision: bf16 autocast (DDP) or bf16 gathered weights (FSDP) on a GPU by default, fp32 on a CPU; bf16
     on a CPU gives the GPU's dtypes to a CPU run (bench/memory_measured.py)."""
-    return args.precision == "bf16" or (args.precision == "auto" and device.type == "cuda")
+    return args.precision == "bf16" or (args.precision == "auto" and Accelerator(device).gpu)
 
 
 def autocast(device, enabled):
@@ -752,26 +806,40 @@ def setup_distributed(timeout_minutes=60):
     large checkpoint's write)."""
     world = int(os.environ.get("WORLD_SIZE", "1"))
     rank, local_rank = int(os.environ.get("RANK", "0")), int(os.environ.get("LOCAL_RANK", "0"))
-    if torch.cuda.is_available():
+    device = torch.device("cuda", local_rank) if torch.cuda.is_available() else torch.device("cpu")
+    accel = Accelerator(device)
+    if accel.gpu:
         engines().expandable_segments()  # before the first allocation
-        device = torch.device("cuda", local_rank)
+    if accel.cuda:
         torch.cuda.set_device(device)
-    else:
-        device = torch.device("cpu")
-        if world > 1 and "OMP_NUM_THREADS" not in os.environ:
-            torch.set_num_threads(max(1, (os.cpu_count() or 1) // int(os.environ.get("LOCAL_WORLD_SIZE", world))))
+    elif world > 1 and "OMP_NUM_THREADS" not in os.environ:
+        torch.set_num_threads(max(1, (os.cpu_count() or 1) // int(os.environ.get("LOCAL_WORLD_SIZE", world))))
     if world > 1:
-        dist.init_process_group("nccl" if device.type == "cuda" else "gloo",
-                                timeout=datetime.timedelta(minutes=timeout_minutes))
-        if device.type == "cuda":  # NCCL makes its communicator at the first collective: now, before vLLM sizes
-            dist.barrier(device_ids=[device.index])  # itself by the free memory (FSDP2's 1-d mesh reuses this group)
+        dist.init_process_group(accel.backend, timeout=datetime.timedelta(minutes=timeout_minutes))
+        if accel.gpu:  # NCCL connects lazily: now, before vLLM sizes itself by the free memory
+            connect_collectives(device, world)
     return rank, world, device
+
+
+def connect_collectives(device, world):
+    """The communicator and the connections of the collectives a step uses, made now: NCCL makes the communicator at
+    the first collective and, since 2.22, connects each algorithm at its first use, so FSDP2's bf16 all-gathers and
+    fp32 reduce-scatters (NVLS buffers on NVSwitch nodes: GiBs) would arrive at step 1, after vLLM took its share
+    (engines.gpu_margin books them). One all-gather, reduce-scatter and all-reduce of each dtype (FSDP2's 1-d mesh
+    and DDP use this group)."""
+    for dtype in (torch.bfloat16, torch.float32):
+        x = torch.ones(world, dtype=dtype, device=device)
+        gathered, part = x.new_empty(world * world), x.new_empty(1)
+        dist.all_gather_into_tensor(gathered, x)
+        dist.reduce_scatter_tensor(part, x)
+        dist.all_reduce(x)
+        if not (torch.all(gathered == 1) and part.item() == world and torch.all(x == world)):
+            raise RuntimeError(f"the process group's {dtype} collectives returned wrong sums at start")
 
 
 def clock(run):
     """Seconds, once the device has finished its queued work (phase timings on a GPU)."""
-    if run.device.type == "cuda":
-        torch.cuda.synchronize(run.device)
+    run.accel.synchronize()
     return time.perf_counter()
 
 
@@ -796,7 +864,7 @@ def evaluate(run, step, temperature=0.0, n=1, limit=None, answered=None):
     by default), rows sharded over ranks, sampled from generators seeded by the step, apart from the training
     stream. `answered` (a list) receives the share of math responses that state an answer in the run's format."""
     mine, seed = run.eval_rows[:limit][run.rank::run.world], run.args.seed * 7919 + step
-    with torch.random.fork_rng(devices=[run.device] if run.device.type == "cuda" else []):
+    with torch.random.fork_rng(devices=run.accel.rng_devices()):
         torch.manual_seed(seed + run.rank)
         batch = sample(run.sampler, [prompt_text(run.tok, r["question"], run.args.instruction) for r in mine],
                        temperature, n, seed=(seed * 101 + run.rank) * 10_007)
@@ -944,7 +1012,7 @@ def main(args):
             tasks().build_tiny(source, args.seed)
         if world > 1:
             dist.barrier()
-    model, tok = load_model(source, device)
+    model, tok = load_model(source, device, meta=world > 1)  # several processes: the weights are read once
     if args.gradient_checkpointing:
         enable_checkpointing(model)
     run = make_run(args, model, tok, source, rank, world, device, train_rows, eval_rows)
@@ -1019,29 +1087,44 @@ def make_run(args, model, tok, source, rank=0, world=1, device=torch.device("cpu
     fsdp = args.fsdp and type("FSDP", (engines().FSDP2, DDP), {})  # FSDP2's wrapping, sync and gathers; DDP's dicts
     sharding = (fsdp or DDP)(world, device, bf16_compute(args, device))
     code = bool(train_rows) and isinstance(train_rows[0]["answer"], dict)  # the rows carry test specs
+    counts = engines().param_counts(model) if sharding.accel.gpu or args.offload_features else None  # before wrap
+    meta = next(model.parameters()).is_meta  # load_model(meta=True): the weights are read once, here
+    if meta and not sharding.sharded:  # DDP wraps whole tensors (and broadcasts rank 0's again)
+        load_weights(model, source, device, rank)
+    train_model = sharding.wrap(model, args)
+    if meta and sharding.sharded:  # FSDP2 shards the meta tensors: each rank makes and fills its shards only
+        load_weights(model, source, device, rank)
     run = types.SimpleNamespace(args=args, algo=ALGOS[args.algo], rank=rank, world=world, device=device, tok=tok,
-                                model=model, train_model=sharding.wrap(model, args), sharding=sharding,
+                                accel=sharding.accel, model=model, train_model=train_model, sharding=sharding,
                                 group=sharding.group, train_rows=train_rows, eval_rows=eval_rows, reward_stats={},
                                 reward=args.reward if args.reward != "auto" else "code" if code else "math",
                                 answer_format=args.answer_format if args.answer_format != "auto" else "boxed",
-                                reward_seconds=0.0, router_coef=router_loss_coef(model.config))
+                                reward_seconds=0.0, router_coef=router_loss_coef(model.config), param_counts=counts)
     run.optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=args.weight_decay)
     # --vllm: the sampler makes AdamW's state first, then vLLM sizes itself by what the trainer leaves
     run.sampler = make_sampler(args, model, tok, source, sharding, rank, run.optimizer)
     return run
 
 
-def load_model(name_or_path, device, dtype=torch.float32):
+def load_model(name_or_path, device, dtype=torch.float32, meta=False):
     """Model and tokenizer through from_pretrained, in eval mode with every dropout off: the ratio pi / pi_old
-    compares two passes of one deterministic network (the update switches to training mode for checkpointing)."""
+    compares two passes of one deterministic network (the update switches to training mode for checkpointing).
+    meta (several processes): built from the config with its parameters on the meta device (no memory) and its
+    buffers computed; make_run makes the tensors and loads the weights once sharded (load_weights)."""
     straight = device.type == "cuda" and importlib.util.find_spec("accelerate")  # onto the GPU, no host copy per rank
-    if os.path.isdir(os.path.join(name_or_path, CHECKPOINT_STATE)):  # delta.py's checkpoint: the config, then its
-        with torch.device(device):  # weights from torch.distributed.checkpoint's files
-            model = AutoModelForCausalLM.from_config(transformers.AutoConfig.from_pretrained(name_or_path), dtype=dtype)
-        load_checkpoint_state(name_or_path, model)
+    checkpoint = os.path.isdir(os.path.join(name_or_path, CHECKPOINT_STATE))  # delta.py's: config, then its weights
+    if meta or checkpoint:
+        config = transformers.AutoConfig.from_pretrained(name_or_path)
+        with parameters_on_meta() if meta else torch.device(device):
+            model = AutoModelForCausalLM.from_config(config, dtype=dtype)
+        with contextlib.suppress(OSError):  # the folder's own, as from_pretrained reads it (Qwen's lists two eos)
+            model.generation_config = GenerationConfig.from_pretrained(name_or_path)
+        if not meta:  # every weight from torch.distributed.checkpoint's files
+            load_checkpoint_state(name_or_path, model)
     else:
         model = AutoModelForCausalLM.from_pretrained(name_or_path, dtype=dtype, device_map=device if straight else None)
-    model = model.to(device)
+    if not meta:
+        model = model.to(device)
     if model_problem(model.config):
         raise ArgumentError(f"{name_or_path}: {model_problem(model.config)}")
     for m in model.modules():
@@ -1050,6 +1133,49 @@ def load_model(name_or_path, device, dtype=torch.float32):
         if isinstance(getattr(m, "attention_dropout", None), float):
             m.attention_dropout = 0.0
     return model.eval(), load_tokenizer(name_or_path)
+
+
+@contextlib.contextmanager
+def parameters_on_meta():
+    """Modules built inside keep their parameters on the meta device and their buffers real: the non-persistent
+    ones (rotary frequencies) are computed from the config and in no file (accelerate's init_empty_weights)."""
+    register = torch.nn.Module.register_parameter
+
+    def on_meta(module, name, param):
+        register(module, name, param)
+        if param is not None and not param.is_meta:  # a meta one is kept as it is: tied weights stay one object
+            module._parameters[name] = torch.nn.Parameter(param.to("meta"), requires_grad=param.requires_grad)
+    torch.nn.Module.register_parameter = on_meta
+    try:
+        yield
+    finally:
+        torch.nn.Module.register_parameter = register
+
+
+def load_weights(model, source, device, rank):
+    """The tensors of a model built on the meta device made on `device` (after fully_shard: this rank's shards
+    only) and filled: from delta.py's checkpoint each rank reads its own shards; otherwise rank 0 alone reads
+    `source` into host memory and broadcasts it tensor by tensor, so a node holds one copy of the weights, not one
+    a rank (torch's set_model_state_dict, broadcast_from_rank0). The buffers computed at build time are kept."""
+    buffers, tied = {name: b.detach().clone() for name, b in model.named_buffers()}, collections.defaultdict(list)
+    for name, p in model.named_parameters(remove_duplicate=False):
+        tied[id(p)].append(name)
+    model.to_empty(device=device)  # on a plain module it gives tied names a tensor each: tied again below
+    for first, *rest in tied.values():
+        for name in rest:
+            owner, _, attr = name.rpartition(".")
+            if model.get_parameter(name) is not model.get_parameter(first):
+                setattr(model.get_submodule(owner), attr, model.get_parameter(first))
+    with torch.no_grad():
+        for name, b in model.named_buffers():
+            b.copy_(buffers[name])
+    if os.path.isdir(os.path.join(source, CHECKPOINT_STATE)):
+        load_checkpoint_state(source, model, no_dist=False)
+        return
+    dtype = next(model.parameters()).dtype
+    full = AutoModelForCausalLM.from_pretrained(source, dtype=dtype).state_dict() if rank == 0 else {}
+    dcp.set_model_state_dict(model, full, options=dcp.StateDictOptions(full_state_dict=True,
+                                                                        broadcast_from_rank0=True))
 
 
 def model_problem(config):

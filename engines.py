@@ -16,11 +16,9 @@ dicts (FSDP2 overrides the first four; delta.py's DDP supplies the full, name-ke
 gathers from either); a sampler turns prompt token ids into response token ids (and their log-probs).
 """
 import contextlib
-import gc
 import os
 import random
 import sys
-import weakref
 
 import torch
 
@@ -37,10 +35,7 @@ class FSDP2:
         from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 
         policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16 if self.bf16 else None, reduce_dtype=torch.float32)
-        layer_types = tuple(getattr(model, "_no_split_modules", None) or ())
-        self.layers = [m for m in model.modules() if type(m).__name__ in layer_types]
-        if not self.layers:
-            raise ValueError(f"--fsdp: found no decoder layers ({layer_types}) in {type(model).__name__}")
+        self.layers = decoder_layers(model)  # kept: after fully_shard no class name says which they are
         for layer in self.layers:
             fully_shard(layer, mp_policy=policy)  # reshards after its forward, gathers again for backward
         fully_shard(model, mp_policy=policy)  # the root: FSDP keeps it gathered from forward to backward
@@ -78,8 +73,10 @@ def gpu_margin(world):
     bench/gpu_check.py measures the first on a lent GPU); vLLM's share leaves them and KEPT_FREE."""
     return {"CUDA context and loaded kernels": 1 * GiB,  # 0.27-0.43 GiB at the first op with lazy loading
             # (pytorch/pytorch#86509, #109888); torch's, NCCL's and vLLM's kernels all load into this one context
-            "NCCL communicator (made before vLLM sizes itself)": 3 * GiB // 2 if world > 1 else 0,  # ~1.6 GB after
-            # one all-reduce (NVIDIA/nccl#864), more channels for more bandwidth (#986)
+            "NCCL communicator, the step's collectives connected (delta.connect_collectives, before vLLM)":
+                3 * GiB // 2 if world > 1 else 0,  # ~1.6 GB after one all-reduce (NVIDIA/nccl#864), more channels
+            # for more bandwidth (#986); the ring's buffers serve all-gather and reduce-scatter too. Not measured
+            # here: NVLS's own buffers on NVSwitch nodes (a 2-GPU lease's smoke check; NCCL_NVLS_ENABLE=0 drops them)
             "the allocator's slack (expandable segments)": 1 * GiB}  # blocks cached but free between phases
 
 
@@ -98,10 +95,21 @@ def vllm_memory_share(total_bytes, n_params, world, fsdp, trainer_parked=False):
     return max(0.05, min(0.9, free / total_bytes))
 
 
-def param_counts(model):
-    """Parameter counts of a model (a real one or one on the meta device): total, one decoder layer, the root (what
-    is not in a layer: embeddings, final norm, head), and the weights matmuls use (what autocast copies to bf16)."""
-    layers = [m for m in model.modules() if type(m).__name__ in (getattr(model, "_no_split_modules", None) or ())]
+def decoder_layers(model):
+    """The model's decoder layers, by the class names HF lists in _no_split_modules: only before wrapping
+    (fully_shard swaps each wrapped module's class for a generated FSDP<Name>), so the trainer keeps the list."""
+    names = getattr(model, "_no_split_modules", None) or ()
+    layers = [m for m in model.modules() if type(m).__name__ in names]
+    if not layers:
+        raise ValueError(f"found no decoder layers ({tuple(names)}) in {type(model).__name__}")
+    return layers
+
+
+def param_counts(model, layers=None):
+    """Parameter counts of a model (a real one or one on the meta device; `layers`: its decoder layers, found here
+    if not given): total, one decoder layer, the root (what is not in a layer: embeddings, final norm, head), and
+    the weights matmuls use (what autocast copies to bf16)."""
+    layers = decoder_layers(model) if layers is None else layers
     params = dict(model.named_parameters())  # a tied head appears once
     total, layer = sum(p.numel() for p in params.values()), sum(p.numel() for p in layers[0].parameters())
     embed = model.get_input_embeddings().weight
@@ -134,19 +142,11 @@ def forward_bytes(H, I, V, tokens, square, head_tokens, res, cd):
     return tokens * res * H + max(layer, head_tokens * V * 3 * 4)
 
 
-def device_free_bytes(device):
-    """Bytes a GPU can still give: free, and cached by torch's allocator but unused (None off a GPU)."""
-    if device.type != "cuda":
-        return None
-    return torch.cuda.mem_get_info(device)[0] + torch.cuda.memory_reserved(device) - torch.cuda.memory_allocated(device)
-
-
 def score_margin(run):
     """What the scoring pass and Sec. 3.2 need on the GPU beside the features: a micro-batch's forward (at the most
     delta.micro_batches packs), old log-probs and entropy, the gathered weights, one fp32 chunk of the features and
     the per-token vectors (bench/memory.py's score and coefficients phases)."""
-    a, model = run.args, run.model
-    cfg, n = model.config, param_counts(model)
+    a, cfg, n = run.args, run.model.config, run.param_counts  # counted before sharding (delta.make_run)
     H, V = cfg.hidden_size, cfg.vocab_size
     I = (getattr(cfg, "moe_intermediate_size", 0) or 0) * (getattr(cfg, "num_experts_per_tok", 0) or 0) \
         or cfg.intermediate_size
@@ -161,25 +161,13 @@ def score_margin(run):
     return max(forward, coefficients) + 8 * N * R + weights
 
 
-def pinned_empty(numel, dtype):
-    """A host tensor of exactly numel elements, page-locked on a GPU machine: torch's pinned allocator rounds every
-    request up to a power of two and caches each size (aten CachingHostAllocator), so this registers plain memory
-    instead, as torch's own checkpoint stager does (torch/cuda/_pin_memory_utils.py), and unregisters it when freed."""
-    t = torch.empty(numel, dtype=dtype)
-    if torch.cuda.is_available() and numel:
-        from torch.cuda import _pin_memory_utils as pins
-        pins.pin_memory(t.data_ptr(), t.numel() * t.element_size())
-        weakref.finalize(t.untyped_storage(), pins.unpin_memory, t.data_ptr())
-    return t
-
-
 def feature_buffer(run, n, H, dtype):
     """Where the scoring pass packs DelTA's v: [n, H] on the GPU when it fits beside what scoring and Sec. 3.2 need
     (score_margin) and KEPT_FREE, else in host memory, as --offload_features asks always (responses grow during
     training: a run falls back by itself, and says so once). The host buffer is one exact-size block, kept and
     grown to a step's need; Sec. 3.2 streams it in chunks either way."""
-    a, nbytes = run.args, n * H * dtype.itemsize
-    free = device_free_bytes(run.device)
+    a, nbytes, memory = run.args, n * H * dtype.itemsize, run.accel.memory()
+    free = memory[0] if memory else None
     host = a.offload_features or (free is not None and nbytes > free - score_margin(run) - KEPT_FREE)
     if not host:
         return torch.empty(n, H, dtype=dtype, device=run.device)
@@ -191,7 +179,7 @@ def feature_buffer(run, n, H, dtype):
     held = getattr(run, "host_features", None)
     if held is None or held.numel() < n * H or held.dtype != dtype:
         run.host_features = held = None  # the smaller block goes back before the larger one is taken
-        run.host_features = held = pinned_empty(n * H, dtype)
+        run.host_features = held = run.accel.pin(torch.empty(n * H, dtype=dtype))  # exact size
     return held[:n * H].view(n, H)
 
 
@@ -225,8 +213,8 @@ class Parking:
     pinned host memory while vLLM is awake, storage by storage (every tensor keeps its identity: FSDP's shards, the
     optimizer's references, DDP's bucket views), and back. The host blocks are made once and reused."""
 
-    def __init__(self, model, optimizer):
-        self.model, self.optimizer, self.host, self.parked = model, optimizer, {}, []
+    def __init__(self, model, optimizer, accel):  # accel: delta.Accelerator, the device seam
+        self.model, self.optimizer, self.accel, self.host, self.parked = model, optimizer, accel, {}, []
 
     def tensors(self):  # on the model's device; AdamW's steps are 0-d host tensors
         params = list(self.model.parameters())
@@ -241,15 +229,13 @@ class Parking:
         for st in storages(self.tensors()):
             host = self.host.get(st._cdata)
             if host is None or host.numel() != st.nbytes():
-                host = self.host[st._cdata] = pinned_empty(st.nbytes(), torch.uint8)
+                host = self.host[st._cdata] = self.accel.pin(torch.empty(st.nbytes(), dtype=torch.uint8))
             host.copy_(as_bytes(st), non_blocking=True)
             self.parked.append((st, st.nbytes(), host))
-        if torch.cuda.is_available():
-            torch.cuda.synchronize()  # the copies are complete before the memory is given back
+        self.accel.synchronize()  # the copies are complete before the memory is given back
         for st, _, _ in self.parked:
             st.resize_(0)
-        if torch.cuda.is_available():
-            torch.cuda.empty_cache()
+        self.accel.release()
 
     @torch.no_grad()
     def restore(self):
@@ -257,8 +243,7 @@ class Parking:
             st.resize_(nbytes)
             as_bytes(st).copy_(host, non_blocking=True)
         self.parked = []
-        if torch.cuda.is_available():
-            torch.cuda.synchronize()
+        self.accel.synchronize()
 
 
 class VLLMSampler:
@@ -274,7 +259,8 @@ class VLLMSampler:
 
     def __init__(self, args, model, tok, eos, sharding, rank, source, optimizer=None):
         os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")  # in-process: the weights can be pushed
-        device, gpu = sharding.device, sharding.device.type == "cuda"
+        device, accel = sharding.device, sharding.accel  # accel: delta.Accelerator, the device seam
+        gpu = accel.gpu
         if not gpu:
             os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")  # GiB; the CPU backend sizes its KV cache by it
         from vllm import LLM
@@ -285,7 +271,8 @@ class VLLMSampler:
             raise ValueError("VLLMSampler needs args.max_prompt_length (0: not resolved yet) or vllm_max_model_len: "
                              "vLLM would cut every sequence at max_new_tokens")
         self.max_len = args.vllm_max_model_len or args.max_prompt_length + args.max_new_tokens
-        self.parking = Parking(model, optimizer) if args.vllm_offload_trainer and model is not None else None
+        self.accel = accel
+        self.parking = Parking(model, optimizer, accel) if args.vllm_offload_trainer and model is not None else None
         kwargs = dict(model=source, dtype="bfloat16" if self.dtype == torch.bfloat16 else "float32",
                       max_model_len=self.max_len, seed=args.seed + rank,
                       logprobs_mode="processed_logprobs",  # at the rollout temperature
@@ -297,16 +284,15 @@ class VLLMSampler:
         if self.parking is not None:
             self.parking.park()  # vLLM sizes itself with the trainer's state in host memory
         if gpu:
-            gc.collect()
-            torch.cuda.empty_cache()  # vLLM sizes itself by the free memory: the trainer's cache goes back first
-            self.total = torch.cuda.mem_get_info(device)[1]
+            accel.release()  # vLLM sizes itself by the free memory: the trainer's cache goes back first
+            self.total = accel.memory()[1]
             self.share = args.vllm_gpu_memory or vllm_memory_share(self.total, n, sharding.world, sharding.sharded,
                                                                    self.parking is not None)
             kwargs.update(gpu_memory_utilization=self.share, enable_sleep_mode=True,  # TRL: the profiler's default
                           max_num_batched_tokens=args.vllm_max_batched_tokens)  # batch misleads it; this sizes it
         if sharding.world > 1:
             kwargs.update(distributed_executor_backend="external_launcher", tensor_parallel_size=1)
-        with torch.random.fork_rng(devices=[device] if gpu else []):
+        with torch.random.fork_rng(devices=accel.rng_devices()):
             state = random.getstate()
             self.engine = LLM(**kwargs)  # LLM(seed=...) reseeds the global generators: the trainer's stay
             random.setstate(state)
@@ -317,11 +303,10 @@ class VLLMSampler:
                   file=sys.stderr)
         self.sleeps = model is not None and gpu
         if self.sleeps:  # what a wake takes back: all that the sleep frees; the weights' part is their bf16 size
-            awake = torch.cuda.mem_get_info(device)[0]
+            awake = accel.memory()[0]
             self.engine.sleep(level=2)
-            gc.collect()
-            torch.cuda.empty_cache()
-            freed = torch.cuda.mem_get_info(device)[0] - awake
+            accel.release()
+            freed = accel.memory()[0] - awake
             self.wake_bytes = {"weights": min(freed, n * self.dtype.itemsize)}
             self.wake_bytes["kv_cache"] = freed - self.wake_bytes["weights"]
         if self.parking is not None:
@@ -330,14 +315,13 @@ class VLLMSampler:
     def wake(self, tag):
         """vLLM's wake_up(tags=[tag]), once the GPU is seen to have the memory it takes back (a wake that does not fit
         fails inside vLLM's allocator, maybe hours into a run): else a clear error naming the flag to change."""
-        gc.collect()
-        torch.cuda.empty_cache()  # what vLLM's wake_up does first (vllm/device_allocator/cumem.py, wake_up)
-        free, need = torch.cuda.mem_get_info(self.device)[0], self.wake_bytes[tag]
+        self.accel.release()  # what vLLM's wake_up does first (vllm/device_allocator/cumem.py, wake_up)
+        free, need = self.accel.memory()[0], self.wake_bytes[tag]
         if free < need:
             lower = max(0.05, self.share - (need - free) / self.total - 0.02)
             raise RuntimeError(
                 f"vLLM's {tag} need {need / GiB:.1f} GiB to wake, but the GPU has {free / GiB:.1f} GiB free (the "
-                f"trainer holds {torch.cuda.memory_reserved(self.device) / GiB:.1f} GiB): lower --vllm_gpu_memory "
+                f"trainer holds {self.accel.reserved() / GiB:.1f} GiB): lower --vllm_gpu_memory "
                 f"(now {self.share:.2f}; {lower:.2f} fits this step), or free the trainer's memory while vLLM is "
                 "awake with --vllm_offload_trainer")
         self.engine.wake_up(tags=[tag])

@@ -252,7 +252,7 @@ def test_kv_cache_is_booked_as_the_installed_transformers_makes_it_vllm_venv_too
 def test_host_memory_a_node_is_booked():
     """bench/memory.py's host memory: exact-size pinned features per rank (no power-of-two rounding), the parked
     trainer, a checkpoint's writes one tensor a rank at a time (no rank gathers the whole state), final/'s weights on
-    rank 0 once; per node."""
+    rank 0 once, the start's weights read by rank 0 once; per node."""
     sys.path.insert(0, os.path.join(ROOT, "bench"))
     import memory
     cfg = memory.read_config(os.path.join(ROOT, "bench", "configs", "qwen3-14b-base.json"))
@@ -262,6 +262,7 @@ def test_host_memory_a_node_is_booked():
     node = memory.host_memory(cfg, args, 8, True, host)
     n = memory.parameters(cfg)["total"]
     assert node["final/: the full fp32 weights on rank 0, once at the end"] == 4 * n
+    assert node["the start: the full fp32 weights rank 0 reads and broadcasts, once"] == 4 * n  # not 8 copies
     assert node["DelTA's features (exact-size pinned)"] == 8 * 256 * 20480 * 5120 * 2
     assert node["a checkpoint's writes: the largest tensor a rank holds (fp32), each rank"] < 4 * memory.GiB
 

@@ -659,6 +659,25 @@ def test_grpo_and_drgrpo_normalisers(tiny, algo):
     assert cos.item() == pytest.approx(1.0, abs=1e-4)
 
 
+@pytest.mark.parametrize("algo", ["forking", "lam_top"])
+def test_a_mini_batch_that_chooses_no_token_adds_nothing(tiny, algo):
+    """Forking tokens and the lam subsets divide by the chosen tokens of a mini-batch; one that chooses none (its
+    groups of zero spread, say) adds a loss of 0, not 0 / 0: NaN skipped that optimizer step and made the step's
+    logged loss NaN (found on 2 processes by test_engines.py::test_gpu_branches_on_two_processes)."""
+    import warnings
+    run, batch, adv, packed, plans = fixed_rollout(tiny, algo=algo)
+    weights = run.algo["weights"](run, dict(batch=batch, adv=adv, entropy=run.entropy, features=packed, stats={}))
+    weights[8:] = 0  # the second mini-batch (rows 8-15) chooses no token
+    assert len(plans) == 2 and weights[:8].sum() > 0
+    before = [p.detach().clone() for p in run.model.parameters()]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no "non-finite gradient norm: optimizer step skipped"
+        out = delta.update(run, batch, adv, weights, plans)
+    assert math.isfinite(out["loss/policy"]) and math.isfinite(out["grad_norm"])
+    assert all(torch.isfinite(p).all() for p in run.model.parameters())
+    assert not all(torch.equal(p, x) for p, x in zip(run.model.parameters(), before))
+
+
 def _rank_share(batch, adv, args, rank, world):
     """This rank's rows: an equal share of every mini-batch, as step_prompts hands them out."""
     per = args.mini_batch_prompts * args.group_size
@@ -982,6 +1001,48 @@ def test_torchrun_two_processes_end_to_end_and_resume(tmp_path, engine):
     p = run_delta("--output_dir", c, "--resume", "--max_steps", "2", "--eval_every", "0", "--save_every", "1", *FAST)
     assert p.returncode == 0, p.stderr[-3000:]
     assert "written by 2 processes, resumed on 1" in p.stderr and [r["step"] for r in read_metrics(c)][-1] == 2
+
+
+def _meta_start_worker(rank, world, tmp, sources, engine):
+    import torch.distributed as dist
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", init_method=f"file://{tmp}/rendezvous-{engine}", rank=rank, world_size=world)
+    reads, read = [], delta.AutoModelForCausalLM.from_pretrained
+    delta.AutoModelForCausalLM.from_pretrained = lambda source, **k: reads.append(source) or read(source, **k)
+    try:
+        out = {}
+        for name, source in sources.items():
+            model, tok = delta.load_model(source, torch.device("cpu"), meta=True)
+            assert all(p.is_meta for p in model.parameters()) and not any(b.is_meta for b in model.buffers())
+            run = delta.make_run(Args(fsdp=engine == "fsdp"), model, tok, source, rank, world)
+            out[name] = dict(state=run.sharding.model_state(run.train_model), tied=(
+                model.get_output_embeddings().weight is model.get_input_embeddings().weight),
+                buffers={k: b.clone() for k, b in model.named_buffers()})
+            del run, model
+        torch.save(dict(out, reads=reads), f"{tmp}/meta-{engine}-{rank}.pt")
+    finally:
+        dist.destroy_process_group()
+
+
+@pytest.mark.parametrize("engine", ["ddp", "fsdp"])
+def test_several_processes_read_the_weights_once(tiny, tmp_path, engine):
+    """On several processes every rank builds the model on the meta device and rank 0 alone reads the weights,
+    broadcast into each rank's tensors after sharding (a node holds one copy, not one a rank; bench/memory.py's
+    host rows): the same weights, buffers (rotary frequencies, in no file) and tied embeddings as from_pretrained."""
+    tied = str(tmp_path / "tied")
+    tasks.build_tiny(tied, seed=1, tie_word_embeddings=True)
+    sources = {"untied": tiny, "tied": tied}
+    mp.spawn(_meta_start_worker, args=(2, str(tmp_path), sources, engine), nprocs=2, join=True)
+    got = [torch.load(f"{tmp_path}/meta-{engine}-{r}.pt", weights_only=False) for r in (0, 1)]
+    assert got[0]["reads"] == [tiny, tied] and got[1]["reads"] == []  # rank 1 reads no weight
+    for name, source in sources.items():
+        model, _ = delta.load_model(source, torch.device("cpu"))
+        ref = model.state_dict()
+        for g in got:
+            assert g[name]["tied"] == (name == "tied") and set(g[name]["buffers"]) == set(dict(model.named_buffers()))
+            assert all(torch.equal(b, dict(model.named_buffers())[k]) for k, b in g[name]["buffers"].items())
+        state = got[0][name]["state"]  # the full weights, gathered on rank 0
+        assert set(state) <= set(ref) and all(torch.equal(x, ref[k]) for k, x in state.items())
 
 
 def free_port():

@@ -5,6 +5,7 @@ import contextlib
 import dataclasses
 import gc
 import json
+import math
 import os
 import subprocess
 import sys
@@ -144,8 +145,7 @@ def fake_vllm(monkeypatch, calls, blocks=100, gpu=None):
     inputs.TokensPrompt = dict
     monkeypatch.setitem(sys.modules, "vllm", module)
     monkeypatch.setitem(sys.modules, "vllm.inputs", inputs)
-    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device=None: (
-        (70 << 30) if gpu is None else gpu["free"], total))
+    monkeypatch.setattr(delta.Accelerator, "memory", lambda self: ((70 << 30) if gpu is None else gpu["free"], total))
     monkeypatch.setattr(torch.random, "fork_rng", lambda devices=(), **k: contextlib.nullcontext())
 
 
@@ -159,7 +159,8 @@ def test_vllm_api_as_delta_py_calls_it(tiny, monkeypatch):
     fake_vllm(monkeypatch, calls)
     model, tok = delta.load_model(tiny, torch.device("cpu"))
     args = Args(vllm=True, max_prompt_length=16, max_new_tokens=40, top_p=0.9, top_k=5, seed=3)
-    gpu = types.SimpleNamespace(device=torch.device("cuda", 0), bf16=True, world=2, sharded=True)  # FSDP2, 2 GPUs
+    gpu = types.SimpleNamespace(device=torch.device("cuda", 0), bf16=True, world=2, sharded=True,  # FSDP2, 2 GPUs
+                                accel=delta.Accelerator(torch.device("cpu"), pretend=70))
     sampler = delta.make_sampler(args, model, tok, tiny, gpu, rank=1)
     share = engines.vllm_memory_share(80 << 30, sum(p.numel() for p in model.parameters()), 2, True)
     assert calls.pop(0) == ("LLM", dict(
@@ -185,7 +186,8 @@ def test_vllm_api_as_delta_py_calls_it(tiny, monkeypatch):
     assert calls[1][2][0]["top_p"] == 1.0 and calls[1][2][0]["top_k"] == 0  # greedy
 
 
-PRETEND_GPU = types.SimpleNamespace(device=torch.device("cuda", 0), bf16=True, world=2, sharded=True)  # FSDP2, 2 GPUs
+PRETEND_GPU = types.SimpleNamespace(device=torch.device("cuda", 0), bf16=True, world=2, sharded=True,  # FSDP2, 2 GPUs
+                                    accel=delta.Accelerator(torch.device("cpu"), pretend=70))
 
 
 def test_vllm_wakes_only_into_free_memory_and_names_the_flag_to_change(tiny, monkeypatch):
@@ -239,15 +241,16 @@ def test_adamw_state_exists_before_vllm_sizes_itself(tiny, monkeypatch):
 
 def test_the_allocator_and_nccl_are_set_up_before_any_engine(monkeypatch):
     """On a GPU: expandable segments are set before CUDA's first allocation (the user's own allocator settings kept,
-    an explicit choice left alone), and NCCL's communicator is made by a barrier right after the process group,
-    before vLLM sizes itself by the free memory (NCCL makes it lazily at the first collective otherwise)."""
+    an explicit choice left alone), and NCCL's communicator and the step's collectives are connected right after the
+    process group, before vLLM sizes itself by the free memory (NCCL connects each lazily at its first use
+    otherwise; connect_collectives runs for real on gloo in test_gpu_branches_on_two_processes)."""
     seen = {}
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "set_device", lambda d: seen.setdefault("conf at set_device", dict(
         seen.get("settings", {}), env=os.environ.get("PYTORCH_CUDA_ALLOC_CONF"))))
     monkeypatch.setattr(torch._C, "_accelerator_setAllocatorSettings", lambda c: seen.update(settings={"set": c}))
     monkeypatch.setattr(delta.dist, "init_process_group", lambda backend, **k: seen.update(backend=backend))
-    monkeypatch.setattr(delta.dist, "barrier", lambda **k: seen.update(barrier=k))
+    monkeypatch.setattr(delta, "connect_collectives", lambda device, world: seen.update(connect=(device, world)))
     monkeypatch.delenv("PYTORCH_ALLOC_CONF", raising=False)
     monkeypatch.setenv("PYTORCH_CUDA_ALLOC_CONF", "max_split_size_mb:512")
     monkeypatch.setenv("WORLD_SIZE", "2")
@@ -255,7 +258,7 @@ def test_the_allocator_and_nccl_are_set_up_before_any_engine(monkeypatch):
     assert delta.setup_distributed(60)[2] == torch.device("cuda", 1)
     conf = "max_split_size_mb:512,expandable_segments:True"
     assert seen["conf at set_device"] == {"set": conf, "env": conf}
-    assert seen["backend"] == "nccl" and seen["barrier"] == {"device_ids": [1]}
+    assert seen["backend"] == "nccl" and seen["connect"] == (torch.device("cuda", 1), 2)
     monkeypatch.setenv("PYTORCH_CUDA_ALLOC_CONF", "expandable_segments:False")
     seen.clear()
     delta.setup_distributed(60)
@@ -398,10 +401,9 @@ def test_offloaded_features_live_in_one_exact_size_pinned_block(tiny, monkeypatc
     bigger = engines.feature_buffer(run, n + 5, H, torch.float32)
     assert run.host_features.numel() == (n + 5) * H and bigger.data_ptr() == run.host_features.data_ptr()
     pins = []
-    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda._pin_memory_utils, "pin_memory", lambda ptr, size: pins.append(("pin", ptr, size)))
     monkeypatch.setattr(torch.cuda._pin_memory_utils, "unpin_memory", lambda ptr: pins.append(("unpin", ptr)))
-    t = engines.pinned_empty(1000, torch.bfloat16)
+    t = delta.Accelerator(torch.device("cuda", 0)).pin(torch.empty(1000, dtype=torch.bfloat16))  # a GPU's seam
     ptr = t.data_ptr()
     del t
     gc.collect()
@@ -420,12 +422,14 @@ def test_features_fall_back_to_host_memory_when_the_gpu_is_short(tiny, monkeypat
     Sec. 3.2 need (engines.score_margin) and KEPT_FREE, they go to host memory by themselves, once said (the
     coefficients from host memory: test_offloaded_features_give_the_same_coefficients)."""
     import engines
-    run, batch, adv, packed, plans = fixed_rollout(tiny)
+    monkeypatch.setenv(delta.PRETEND_GPU, "80")  # the seam's test mode: score takes a GPU's branch
+    run, batch, adv, packed, plans = fixed_rollout(tiny, precision="fp32")
     n, H = packed[0].shape
+    assert run.accel.gpu and not hasattr(run, "host_features")  # 80 GiB free: the features stayed on the device
     need = n * H * 4 + engines.score_margin(run) + engines.KEPT_FREE
-    monkeypatch.setattr(engines, "device_free_bytes", lambda device: need)  # just fits
+    monkeypatch.setattr(run.accel, "memory", lambda: (need, 80 << 30))  # just fits
     assert engines.feature_buffer(run, n, H, torch.float32).shape == (n, H) and not hasattr(run, "host_features")
-    monkeypatch.setattr(engines, "device_free_bytes", lambda device: need - 1)  # one byte short
+    monkeypatch.setattr(run.accel, "memory", lambda: (need - 1, 80 << 30))  # one byte short
     moved = engines.feature_buffer(run, n, H, torch.float32)
     assert run.host_features.numel() == n * H and moved.data_ptr() == run.host_features.data_ptr()
     engines.feature_buffer(run, n, H, torch.float32)
@@ -485,3 +489,76 @@ def test_report_to_tensorboard_logs_the_metrics(tmp_path):
     events.Reload()
     assert [(e.step, e.value) for e in events.Scalars("reward/acc")] == [(3, 0.5)]
     assert json.loads(open(tmp_path / "metrics.jsonl").read())["eval/accuracy"] == 0.25
+
+
+# ------------------------------------------------------------------------------------- the device seam's test mode
+def _gpu_branch_worker(rank, world, tmp, tiny, port):
+    """One rank: the process group as delta.main makes it on a GPU (the seam's test mode: gloo, the step's
+    collectives connected at start), then one rl_step of each case from the same weights and generators."""
+    sys.path.insert(0, os.path.join(ROOT, "bench"))
+    from memory_measured import coin_flips
+    os.environ.update(RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(world), LOCAL_WORLD_SIZE=str(world),
+                      MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), OMP_NUM_THREADS="1")
+    os.environ[delta.PRETEND_GPU] = "80"
+    torch.set_num_threads(1)
+    rank, world, device = delta.setup_distributed(5)
+    delta.verify, rows, out = coin_flips, tasks.addition_task(0, 0)[0], {}  # both sides of every group exist
+    try:
+        for engine, algo, pretend, changes in GPU_CASES:
+            os.environ[delta.PRETEND_GPU] = pretend  # read by delta.Accelerator in make_run
+            model, tok = delta.load_model(tiny, device)
+            args = Args(model=tiny, algo=algo, fsdp=engine == "fsdp", prompts_per_step=4, group_size=4,
+                        mini_batch_prompts=2, max_new_tokens=12, max_prompt_length=32, lr=1e-2, **changes)
+            delta.resolve_defaults(args)
+            run = delta.make_run(args, model, tok, tiny, rank, world, device, train_rows=rows)
+            run.coins, run.reward_stats = torch.Generator().manual_seed(0), dict(timeouts=0, errors=0)
+            torch.manual_seed(rank)
+            m = delta.rl_step(run, 0)
+            state = run.sharding.model_state(run.train_model)  # a collective under FSDP
+            out[(engine, algo, pretend, tuple(sorted(changes.items())))] = dict(
+                metrics=m, gpu=run.accel.gpu, host=hasattr(run, "host_features"), state=state if rank == 0 else None)
+            del run, model
+            gc.collect()
+        torch.save(out, f"{tmp}/gpu{rank}.pt")
+    finally:
+        delta.dist.destroy_process_group()
+
+
+FP32 = dict(precision="fp32")
+GPU_CASES = [(engine, algo, free, changes) for engine in ("ddp", "fsdp") for algo, free, changes in [
+    ("delta", "", FP32),  # the CPU's branches: the reference
+    ("delta", "80", FP32),  # a GPU with room: the features on the device
+    ("delta", "0.001", FP32),  # a GPU that is short: the features fall back to host memory (review-6 A.1's crash)
+    ("delta", "80", dict(FP32, offload_features=True)),  # --offload_features
+    ("delta", "80", {}),  # the GPU's dtypes: bf16 autocast (DDP) or bf16 gathers, fp32 reductions (FSDP2)
+    ("dapo", "", FP32), ("dapo", "80", FP32)]
+    + [(algo, "80", {}) for algo in delta.ALGOS if algo not in ("delta", "dapo")]]
+
+
+def test_gpu_branches_on_two_processes(tiny, tmp_path):
+    """The device seam's test mode (DELTA_PRETEND_GPU): 2 gloo processes take every branch a GPU takes, under DDP and
+    FSDP2, DelTA and every baseline, with and without --offload_features and the host fallback of DelTA's features
+    (the first scoring pass of the paper's recipe crashed there under FSDP2: layers found by class name after
+    fully_shard renamed them). In fp32 the GPU's branches give the CPU's step exactly; in bf16 every step is finite."""
+    import torch.multiprocessing as mp
+    from test_delta import free_port
+    mp.spawn(_gpu_branch_worker, args=(2, str(tmp_path), tiny, free_port()), nprocs=2, join=True)
+    got = torch.load(f"{tmp_path}/gpu0.pt", weights_only=False)
+    for engine in ("ddp", "fsdp"):
+        case = lambda algo, free, **changes: got[(engine, algo, free, tuple(sorted(changes.items())))]
+        ref = case("delta", "", **FP32)
+        assert not ref["gpu"] and not ref["host"]
+        for free, changes, host in [("80", FP32, False), ("0.001", FP32, True),
+                                    ("80", dict(FP32, offload_features=True), True)]:
+            c = case("delta", free, **changes)
+            assert c["gpu"] and c["host"] == host, (engine, free, changes)
+            assert c["metrics"]["delta/lam_std"] == pytest.approx(ref["metrics"]["delta/lam_std"], rel=1e-5)
+            assert all(torch.allclose(c["state"][k], x, atol=1e-6) for k, x in ref["state"].items())
+        dapo, dapo_gpu = case("dapo", "", **FP32), case("dapo", "80", **FP32)
+        assert all(torch.equal(dapo_gpu["state"][k], x) for k, x in dapo["state"].items())
+        assert not all(torch.equal(ref["state"][k], x) for k, x in dapo["state"].items())  # lam moved DelTA's step
+        for (e, algo, free, changes), c in got.items():
+            if e == engine and not changes:  # the GPU's dtypes
+                assert c["gpu"] and math.isfinite(c["metrics"]["loss/policy"]) and math.isfinite(
+                    c["metrics"]["grad_norm"]), (engine, algo)
+                assert all(torch.isfinite(x).all() for x in c["state"].values())
