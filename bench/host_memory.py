@@ -11,11 +11,10 @@
 On a CPU the device is the host: the weights each rank trains (a whole copy under DDP, a shard under FSDP2) are
 host memory here, where on a GPU node they would be on the GPUs; what the start changes is the copy each rank reads
 on its way there. The node's peak is the largest sum of the ranks' RSS seen by sampling /proc every 10 ms.
-No downloads: the model is built from a config with random weights (tasks.build_tiny).
+No downloads: the model is built from a config with random weights (tasks.build_tiny), stored in bf16.
 """
 import argparse
 import os
-import resource
 import sys
 import tempfile
 import threading
@@ -31,11 +30,11 @@ import tasks  # noqa: E402
 MiB = 1 << 20
 
 
-def rss(pid):
-    """Resident bytes of a process now (0 once it has ended)."""
+def status(field, pid="self"):
+    """A byte count of /proc/PID/status (VmRSS: resident now, VmHWM: the peak), 0 once the process has ended."""
     try:
         with open(f"/proc/{pid}/status") as f:
-            return next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmRSS:"))
+            return next(int(line.split()[1]) * 1024 for line in f if line.startswith(field + ":"))
     except (OSError, StopIteration):
         return 0
 
@@ -48,7 +47,7 @@ def worker(rank, world, tmp, source, engine, meta, out):
         model, tok = delta.load_model(source, torch.device("cpu"), meta=meta)
         run = delta.make_run(delta.Args(fsdp=engine == "fsdp"), model, tok, source, rank, world)
         dist.barrier()
-        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux: KiB
+        peak = status("VmHWM")  # this process's peak (ru_maxrss would carry the parent's over spawn's exec)
         with open(f"{out}-{rank}", "w") as f:
             f.write(str(peak))
         del run, model
@@ -65,7 +64,7 @@ def measure(source, engine, meta, tmp):
 
     def sample():
         while not done.is_set():
-            node[0] = max(node[0], sum(rss(p) for p in pids))
+            node[0] = max(node[0], sum(status("VmRSS", p) for p in pids))
             time.sleep(0.01)
     sampler = threading.Thread(target=sample)
     sampler.start()
@@ -89,8 +88,9 @@ def main(argv=None):
                      num_attention_heads=16, num_key_value_heads=8, head_dim=opts.hidden // 16, vocab_size=32768)
     model, _ = delta.load_model(source, torch.device("cpu"))
     n = sum(p.numel() for p in model.parameters())
+    model.to(torch.bfloat16).save_pretrained(source)  # in bf16, as hub models are: an fp32 read makes a copy
     del model
-    print(f"model: {n / 1e6:,.0f} M parameters, {4 * n / MiB:,.0f} MiB in fp32; 2 processes (gloo)\n")
+    print(f"model: {n / 1e6:,.0f} M parameters, {4 * n / MiB:,.0f} MiB in fp32, stored in bf16; 2 processes (gloo)\n")
     print("| engine | start | rank 0 peak RSS, MiB | rank 1 peak RSS, MiB | node peak (sum sampled), MiB |")
     print("|---|---|---|---|---|")
     for engine in ("ddp", "fsdp"):
