@@ -281,59 +281,72 @@ def test_memory_py_reads_every_backbones_config(backbones):
     assert 7.2e9 < memory.parameters(olmo)["total"] < 7.4e9
 
 
-def test_gpu_check_runs_on_cpu_with_the_tiny_config(tmp_path):
-    """bench/gpu_check.py's table, as a lent GPU would print it, from the tiny dimensions on CPU: both algorithms
-    from the same draws, every phase timed, each row in --out as it completes; its GPU settings fit the GPU memory
-    its docstring names."""
+def test_gpu_check_runs_on_cpu_with_the_tiny_slice(tmp_path, monkeypatch):
+    """bench/gpu_check.py's table, as the lent GPU would print it, from the tiny slice on the CPU through the device
+    seam's test mode: preflight, the one-rank group with its collectives connected, the trainer under FSDP2 at each
+    micro-batch shape (every phase timed, ms per token), the host-feature fallback forced with the same
+    coefficients, each row in --out as it completes; a failed section or the time budget costs only the rows not yet
+    made. memory.py puts the GPU slice at the recipe's micro-batches well inside the H200's 139 GiB."""
     import gpu_check
     import memory
 
+    monkeypatch.delenv(delta.PRETEND_GPU, raising=False)
     out = tmp_path / "check.md"
     rows = {(r[0], r[1]): r[2] for r in gpu_check.main(["--tiny", "--out", str(out)])}
-    first = "first rollout's mean response length"
-    assert rows[("dapo", first)] == rows[("delta", first)]  # paired generators: the first rollouts are the same draws
-    for algo in ("dapo", "delta"):
-        for key in ("seconds per step: generate", "seconds per step: score", "seconds per step: train",
-                    "rollout tokens/s"):
-            assert float(rows[(algo, key)].replace(",", "")) > 0, (algo, key)
-    assert float(rows[("delta", "seconds per step: coefficients")]) > 0 == float(
-        rows[("dapo", "seconds per step: coefficients")])
-    assert ("vllm", "vLLM") in rows or ("delta, vLLM", "rollout/logp_gap (the run's metric)") in rows
+    assert not any(k[1] == "failed" for k in rows), rows
+    assert rows[("preflight", "pinned host block of 1 MiB: register / GPU to host")]
+    for rows_, tokens in gpu_check.CASES["tiny"]:
+        name = f"{rows_} x {tokens:,}"
+        for ph in ("score", "coefficients", "update"):
+            assert float(rows[(name, f"{ph}: peak allocated / seconds")].split(" / ")[1]) > 0
+        ms = rows[(name, "ms per token: forward (scoring) / forward + backward (update)")]
+        assert all(float(x) > 0 for x in ms.split(" / "))
+    assert rows[("fallback", "the coefficients from host memory equal the device's")] == "True"
     assert out.read_text().count("\n") == len(rows) + 2  # the header and every row, written
-    cfg = dict(gpu_check.DIMS["gpu"], model_type="qwen3")
-    args = Args(max_prompt_length=32, **gpu_check.SETTINGS["gpu"])
-    need = max(memory.peaks(memory.estimate(cfg, args, 1, False, "packed", args.max_new_tokens)[0]).values())
-    assert need < 20 * memory.GiB  # "any GPU of 24 GiB or more"
+    monkeypatch.setattr(gpu_check, "fallback", lambda *a: (_ for _ in ()).throw(RuntimeError("boom")))
+    got = {(r[0], r[1]): r[2:] for r in gpu_check.main(["--tiny", "--out", str(tmp_path / "b.md")])}
+    assert got[("fallback", "failed")] == ("RuntimeError", "boom")
+    assert ("4 x 32", "update: peak allocated / seconds") in got
+    text = {r[1]: r[2] for r in gpu_check.main(["--tiny", "--out", str(tmp_path / "c.md"), "--budget_s", "2"])}
+    assert text["stopped"] == "over the time budget of 2 s" and "stopped" in (tmp_path / "c.md").read_text()
+    cfg = dict(json.load(open(os.path.join(ROOT, "bench", "configs", "qwen3-8b-base.json"))), **gpu_check.SLICE["gpu"])
+    for rows_, tokens in gpu_check.CASES["gpu"]:
+        args = Args(fsdp=True, gradient_checkpointing=True, prompts_per_step=1, mini_batch_prompts=1,
+                    group_size=2 * rows_, max_prompt_length=2048, max_new_tokens=tokens - 2048, head_chunk_tokens=2048,
+                    max_tokens_per_micro_batch=rows_ * tokens)
+        shapes = [[(rows_ * tokens, rows_ * tokens ** 2, rows_ * (tokens - 2048))] * 2]
+        est = memory.estimate(cfg, args, 1, True, "packed", tokens - 2048, micro_batches=shapes)[0]
+        assert max(memory.peaks(est).values()) < 60 * memory.GiB  # about 50: fits with room on 139 GiB
 
 
-def test_gpu_check_samples_with_vllm_as_the_run_does_and_keeps_rows_it_made(tmp_path, monkeypatch):
-    """The vLLM section (the fake vllm module of test_engines.py) runs the DelTA step itself: its log-prob gap is
-    rl_step's rollout/logp_gap, every pass outside the update without autograd (the old check kept autograd over
-    all 256 rollouts: ~161 GiB), beside the gap a failed push would leave. A section that fails, or the time
-    budget, costs only the rows not yet made: the others are printed and in --out already."""
+def test_step_time_model(tmp_path):
+    """bench/steptime.py: a forward's FLOPs are twice the matmul weights a token with no context; generation is
+    bandwidth-bound (twice the bandwidth, half the decode time, the tail included); score and update scale with 1 /
+    MFU; a device check's table calibrates MFU back to the figure its ms per token were made from."""
     import gpu_check
-    from test_engines import fake_vllm
-
-    fake_vllm(monkeypatch, [])
-    grads, logprobs = [], delta.response_logprobs
-
-    def watched(*a, checkpoint=False, **k):  # the update runs with checkpoint=True, every other pass without
-        if not checkpoint:
-            grads.append(torch.is_grad_enabled())
-        return logprobs(*a, checkpoint=checkpoint, **k)
-    monkeypatch.setattr(delta, "response_logprobs", watched)
-    rows = {(r[0], r[1]): r[2] for r in gpu_check.main(["--tiny", "--out", str(tmp_path / "a.md")])}
-    gap = float(rows[("delta, vLLM", "rollout/logp_gap (the run's metric)")])
-    control = float(rows[("delta, vLLM", "the gap without the push (vLLM's dummy weights)")])
-    assert gap > 0 and control > 0 and grads and not any(grads)
-    original = gpu_check.vllm_section
-    monkeypatch.setattr(gpu_check, "vllm_section", lambda *a: (_ for _ in ()).throw(RuntimeError("boom")))
-    rows = {(r[0], r[1]): r[2:] for r in gpu_check.main(["--tiny", "--out", str(tmp_path / "b.md")])}
-    assert rows[("vllm", "failed")] == ("RuntimeError", "boom") and ("delta", "seconds per step") in rows
-    assert "| delta | seconds per step |" in (tmp_path / "b.md").read_text()
-    monkeypatch.setattr(gpu_check, "vllm_section", original)
-    text = {r[1]: r[2] for r in gpu_check.main(["--tiny", "--out", str(tmp_path / "c.md"), "--budget_s", "3"])}
-    assert text["stopped"] == "over the time budget of 3 s" and "stopped" in (tmp_path / "c.md").read_text()
+    import memory
+    import steptime
+    cfg = memory.read_config(os.path.join(ROOT, "bench", "configs", "qwen3-8b-base.json"))
+    n = memory.parameters(cfg)
+    assert steptime.forward_flops(cfg, 3, 0) == 3 * 2 * n["linear"]
+    args = Args(**RECIPE)
+    h100 = steptime.GPUS["h100"]
+    base = steptime.step_minutes(cfg, args, 8, h100, 256, 10240)
+    fast = steptime.step_minutes(cfg, args, 8, dict(h100, hbm=2 * h100["hbm"]), 256, 10240)
+    assert fast["generate"] == pytest.approx(base["generate"] / 2) and fast["score"] == base["score"]
+    assert steptime.step_minutes(cfg, args, 8, h100, 256, 10240, mfu=(0.2, 0.8))["score"] == pytest.approx(
+        2 * base["score"])
+    assert base["generate"] > base["update"] > base["score"]  # decode dominates at a mean response of 10,240
+    slice_cfg = dict(cfg, **gpu_check.SLICE["gpu"])
+    lines = []
+    for rows, tokens in gpu_check.CASES["gpu"]:  # ms per token as a GPU at MFU 0.5 / 0.25 would measure them
+        per = steptime.forward_flops(slice_cfg, 1, tokens / 2)
+        fwd, bwd = per / (0.5 * h100["flops"]) * 1e3, 4 * per / (0.25 * h100["flops"]) * 1e3
+        lines.append(f"| {rows} x {tokens:,} | ms per token: forward (scoring) / forward + backward (update) | "
+                     f"{fwd:.6f} / {bwd:.6f} | |")
+    (tmp_path / "check.md").write_text("\n".join(lines) + "\n")
+    mfu = steptime.calibrated_mfu(str(tmp_path / "check.md"), steptime.GPUS["h200"])
+    assert mfu == pytest.approx((0.5, 0.25), rel=1e-4)
 
 
 # ------------------------------------------------------------------ where lam goes (bench/rollouts.py, bench/oracle.py)

@@ -1,58 +1,59 @@
-"""One command for a lent GPU: seconds per RL step of DAPO and DelTA phase by phase, rollout speed, each phase's
-peak memory against bench/memory.py, what a GPU holds beyond PyTorch's tensors (the CUDA context), and the same
-DelTA step sampled by vLLM after a weight push, with its log-prob gap. Each row is printed and appended to --out
-as it completes, so a run stopped early keeps what it measured.
+"""One command for the GPU this project is lent (one H200; its image has python 3.12, torch 2.11, transformers 5.17
+and accelerate, no vLLM, datasets or math-verify, and installs nothing): would the paper's recipe survive its first
+step here, and what does a step cost? Each row is printed and appended to --out as it completes, within --budget_s.
 
-    python bench/gpu_check.py                       # GPU: a randomly initialised Qwen3 of 0.37 B parameters
-    python bench/gpu_check.py --out $OUT/check.md   # where the rows go (default runs/gpu_check.md)
-    python bench/gpu_check.py --tiny                # CPU: the tiny default's dimensions (the suite runs this)
+    python bench/gpu_check.py --out $OUT/check.md    # GPU, about 2 minutes
+    python bench/gpu_check.py --tiny                 # CPU (the suite runs this), through the device seam's test mode
 
-No downloads: the model is built from a config (hidden 1024, 24 layers, vocabulary 32,768 over the tiny
-default's character tokenizer) with random weights, so rollouts run to --max_new_tokens and the verifier's
-rewards are replaced by seeded coin flips (both sides of every group exist, as DelTA's coefficients need).
+Rows, in order:
+    preflight  versions, the allocator settings in effect, bf16, NCCL; an exact-size pinned host block (where DelTA's
+               features fall back) registered and filled from the GPU, timed
+    group      a one-rank NCCL process group with the step's collectives connected (delta.connect_collectives), and
+               the GPU memory that took
+    slice      Qwen3-8B's width (hidden 4,096, 32 heads, 8 KV heads, intermediate 12,288, its untied 151,936-token
+               head) with 4 of its 36 layers, under FSDP2 (fully_shard on the one-rank mesh, bf16 gathers, fp32
+               reductions) with gradient checkpointing, AdamW's state made; as delta.make_run builds a run
+    the recipe's micro-batches  1 x 22,528 tokens, 2 x 16,384 (the second row left-padded by 1,024) and 4 x 8,192:
+               each a mini-batch of two such micro-batches (advantages +1 and -1), through the trainer's own scoring
+               pass (old log-probs, entropy, DelTA's features), Sec. 3.2's coefficients and the update; each phase's
+               peak allocated memory beside bench/memory.py's figure for this slice and these micro-batches, and
+               milliseconds per token of the forward (scoring) and of the forward + backward (the update: with
+               gradient checkpointing's recompute and AdamW's step). Figures are the second of two passes.
+    fallback   the scoring pass again with the GPU reported full (the device seam): the features in pinned host
+               memory, timed beside the first, and the coefficients from them compared with the first's
 
-What it needs and how long it takes: bench/memory.py puts the GPU settings (32 prompts x 8 responses of 256
-tokens, bf16, gradient checkpointing, micro-batches of 8,192 tokens) at a peak of 12.0 GiB (generation; score 7.7,
-coefficients 6.5, update 10.2), printed first; any GPU of 24 GiB or more. Each algorithm runs 1 + 3 steps from the same weights and the same generators (CPU,
-CUDA and Python: the first rollouts are the same draws), in its own model and optimizer loaded from disk, with
-everything of the other freed first, so its peaks are measured from a clean baseline (allocated and reserved
-above the memory held before its model was loaded). A step's time is mostly HF generation: 256 sequences of
-256 tokens in one call, about 256 decode steps of 20-40 ms on one H200, so about 10 s a step and 2 minutes for
-the 8 steps. vLLM then runs the DelTA step itself (delta.rl_step with --vllm: the trainer's own scoring pass in
-the run's dtypes, no autograd outside the update, micro-batches as in training), so its `rollout/logp_gap` is the
-run's own metric; beside it, the gap a failed push would leave (vLLM's dummy weights give near-uniform
-log-probs, -log V). vLLM's start (profiling, CUDA graphs) takes 1-3 minutes. --budget_s (default 540) stops the
-check at that many seconds, the rows so far kept, so one H200 finishes within 10 minutes.
+No downloads: the slice is built from bench/configs/qwen3-8b-base.json with random weights and random tokens (the
+arithmetic and memory of a step do not depend on the values). The tiny mode runs the same code on the CPU with a
+slice of hidden 64 (DELTA_PRETEND_GPU: the seam answers as a GPU would, gloo for NCCL); memory is measured on a GPU
+only. The vLLM path needs two GPUs and vLLM: bench/vllm_smoke.py, for a lease that has them.
 """
 import argparse
 import contextlib
-import dataclasses
-import gc
-import math
+import json
 import os
+import platform
 import signal
 import sys
 import tempfile
 import time
 
 import torch
+import torch.distributed as dist
+import transformers
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import delta  # noqa: E402
 import engines  # noqa: E402
 import tasks  # noqa: E402
 import memory  # noqa: E402
-from memory_measured import coin_flips, phases  # noqa: E402
 
-DIMS = {"gpu": dict(hidden_size=1024, num_hidden_layers=24, intermediate_size=3072, num_attention_heads=16,
-                    num_key_value_heads=8, head_dim=64, vocab_size=32768),
-        "tiny": dict(vocab_size=512)}  # the tiny default's shape, a vocabulary beyond its characters
-SETTINGS = {"gpu": dict(prompts_per_step=32, group_size=8, mini_batch_prompts=16, max_new_tokens=256,
-                        max_tokens_per_micro_batch=8192, gen_max_tokens=1 << 17, gradient_checkpointing=True),
-            "tiny": dict(prompts_per_step=8, group_size=4, mini_batch_prompts=4, max_new_tokens=32,
-                         max_tokens_per_micro_batch=4096, gen_max_tokens=65536)}
-TIMED = 3  # steps timed after one untimed step
-PHASE_TIMES = ("generate", "score", "coefficients", "train")
+HERE = os.path.dirname(os.path.abspath(__file__))
+SLICE = {"gpu": dict(num_hidden_layers=4),  # Qwen3-8B's own config, 4 layers
+         "tiny": dict(num_hidden_layers=2, hidden_size=64, intermediate_size=192, num_attention_heads=4,
+                      num_key_value_heads=2, head_dim=16, vocab_size=1024, bos_token_id=0, eos_token_id=0)}
+PROMPT = {"gpu": 2048, "tiny": 16}  # the recipe's --max_prompt_length
+CASES = {"gpu": [(1, 22528), (2, 16384), (4, 8192)], "tiny": [(1, 96), (2, 64), (4, 32)]}  # rows x tokens
+PINNED = {"gpu": 1 << 30, "tiny": 1 << 20}
 
 
 class OverBudget(BaseException):
@@ -60,97 +61,21 @@ class OverBudget(BaseException):
 
 
 class Table:
-    """Rows | run | quantity | value | note |, each printed and appended to `path` (flushed) when it is added."""
+    """Rows | section | quantity | value | note |, each printed and appended to `path` (flushed) when it is added."""
 
     def __init__(self, path):
         self.rows, self.path = [], path
         os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-        self.emit("| run | quantity | value | note |\n|---|---|---|---|", mode="w")
+        self.emit("| section | quantity | value | note |\n|---|---|---|---|", mode="w")
 
     def emit(self, line, mode="a"):
         print(line, flush=True)
         with open(self.path, mode) as f:
             f.write(line + "\n")
 
-    def add(self, run, quantity, value, note=""):
-        self.rows.append((run, quantity, value, note))
-        self.emit(f"| {run} | {quantity} | {value} | {note} |")
-
-
-def allocated(device, reserved=False):
-    if device.type != "cuda":
-        return 0
-    return torch.cuda.memory_reserved(device) if reserved else torch.cuda.memory_allocated(device)
-
-
-def outside_torch(device):
-    """GiB the GPU has in use beyond PyTorch's own allocator: the CUDA context, NCCL, vLLM's pool (0 off a GPU)."""
-    if device.type != "cuda":
-        return 0.0
-    free, total = torch.cuda.mem_get_info(device)
-    return (total - free - torch.cuda.memory_reserved(device)) / memory.GiB
-
-
-def run_algorithm(algo, path, args, device, start, rows):
-    """1 + TIMED rl_steps of one algorithm from a fresh copy of the model and the generators' state `start`:
-    per-phase peak allocated and reserved bytes above the baseline, the metrics of each step, the run's last
-    sampled batch (with its old log-probs) and vLLM's concurrency when it samples."""
-    gc.collect()
-    if device.type == "cuda":
-        torch.cuda.empty_cache()
-    base, base_reserved = allocated(device), allocated(device, True)
-    model, tok = delta.load_model(path, device)
-    if args.gradient_checkpointing:
-        delta.enable_checkpointing(model)
-    run = delta.make_run(dataclasses.replace(args, algo=algo), model, tok, path, device=device, train_rows=rows)
-    run.coins, run.reward_stats = torch.Generator().manual_seed(0), dict(timeouts=0, errors=0)
-    peaks, steps = {}, []
-
-    def enter(phase):  # each phase's peak from its own start
-        if run.phase is not None and device.type == "cuda":
-            seen = (torch.cuda.max_memory_allocated(device) - base,
-                    torch.cuda.max_memory_reserved(device) - base_reserved)
-            peaks[run.phase] = tuple(map(max, peaks.get(run.phase, (0, 0)), seen))
-        if phase is not None and device.type == "cuda":
-            torch.cuda.reset_peak_memory_stats(device)
-        run.phase = phase
-    run.phase = None
-    delta.rng_state(start)  # the same draws for both algorithms: CPU, CUDA and Python generators
-    try:
-        with phases(run, enter):
-            for step in range(1 + TIMED):
-                if step == 1:
-                    peaks.clear()  # the steady state: the first step's allocator warm-up aside
-                steps.append(delta.rl_step(run, step))
-        batch, concurrency = run.sampled, getattr(run.sampler, "concurrency", None)
-    finally:
-        if hasattr(run.sampler, "close"):
-            run.sampler.close()
-        run = model = None  # the model and its optimizer go before the next run loads its own
-        gc.collect()
-        if device.type == "cuda":
-            torch.cuda.empty_cache()
-    return peaks, steps, batch, concurrency
-
-
-def step_rows(table, name, args, cfg, gpu, peaks, steps):
-    """A run's rows: the first rollout's length, seconds per phase and per step, tokens/s, each phase's peaks."""
-    mean = {k: sum(m[k] for m in steps[1:]) / TIMED for k in steps[1]}
-    table.add(name, "first rollout's mean response length", f"{steps[0]['response/length']:.1f}",
-              "equal for dapo and delta: paired generators")
-    for k in PHASE_TIMES:
-        table.add(name, f"seconds per step: {k}", f"{mean.get(f'time/{k}', 0.0):.3f}", f"mean of {TIMED} steps")
-    total = sum(mean.get(f"time/{k}", 0.0) for k in PHASE_TIMES)
-    table.add(name, "seconds per step", f"{total:.3f}", "")
-    tokens = mean["response/length"] * args.prompts_per_step * args.group_size
-    table.add(name, "rollout tokens/s", f"{tokens / mean['time/generate']:,.0f}", "generate phase")
-    for ph in memory.PHASES:
-        got = peaks.get(ph)
-        est = memory.peaks(memory.estimate(cfg, args, 1, False, "packed", mean["response/length"], gpu=gpu)[0])[ph]
-        table.add(name, f"peak GiB, {ph}: allocated / reserved",
-                  f"{got[0] / memory.GiB:.2f} / {got[1] / memory.GiB:.2f}" if got else "-",
-                  f"bench/memory.py: {est / memory.GiB:.2f}" if gpu else "measured on a GPU only")
-    return mean
+    def add(self, section, quantity, value, note=""):
+        self.rows.append((section, quantity, value, note))
+        self.emit(f"| {section} | {quantity} | {value} | {note} |")
 
 
 @contextlib.contextmanager
@@ -171,83 +96,194 @@ def budget(seconds):
         signal.signal(signal.SIGALRM, previous)
 
 
-def vllm_section(table, path, args, cfg, device, start, rows):
-    """The DelTA step with vLLM sampling after a weight push (its own run from the weights on disk): rl_step's
-    rollout/logp_gap, beside the gap a failed push would leave (vLLM's dummy weights: log-probs -log V)."""
-    try:
-        import vllm  # noqa: F401
-    except ImportError:
-        table.add("vllm", "vLLM", "not installed", "requirements-vllm.txt")
-        return
-    a = dataclasses.replace(args, vllm=True)
-    peaks, steps, batch, concurrency = run_algorithm("delta", path, a, device, start, rows)
-    mean = step_rows(table, "delta, vLLM", a, cfg, device.type == "cuda", peaks, steps)
-    mask = batch["response_mask"]
-    uniform = ((batch["old_logp"] + math.log(cfg["vocab_size"])).abs() * mask).sum() / mask.sum()
-    table.add("delta, vLLM", "rollout/logp_gap (the run's metric)", f"{mean['rollout/logp_gap']:.2e}",
-              "mean |log pi_vLLM - log pi_old| after the push, trainer in the run's dtypes")
-    table.add("delta, vLLM", "the gap without the push (vLLM's dummy weights)", f"{float(uniform):.2e}",
-              "mean |log pi_old + log V|: the push works if the gap above is far below this")
-    table.add("delta, vLLM", "KV cache, sequences of prompt + max_new_tokens at once",
-              "-" if concurrency is None else f"{concurrency:.1f}", "vLLM's own figure")
-    table.add("delta, vLLM", "GPU memory beyond PyTorch's allocator, GiB", f"{outside_torch(device):.2f}",
-              "after vLLM: the CUDA context with its kernels, vLLM's pool asleep")
+def size(x):
+    return f"{x / memory.GiB:.2f} GiB" if x >= memory.GiB / 8 else f"{x / (1 << 20):.1f} MiB"
+
+
+def preflight(table, accel, kind):
+    device = accel.device
+    table.add("preflight", "python / torch / transformers",
+              f"{platform.python_version()} / {torch.__version__} / {transformers.__version__}")
+    name = torch.cuda.get_device_name(device) if accel.cuda else "cpu (DELTA_PRETEND_GPU: the seam's test mode)"
+    table.add("preflight", "device, GiB", f"{name}, {accel.memory()[1] / memory.GiB:.0f}")
+    conf = os.environ.get("PYTORCH_ALLOC_CONF") or os.environ.get("PYTORCH_CUDA_ALLOC_CONF", "")
+    table.add("preflight", "allocator settings in effect", conf or "-", "engines.expandable_segments sets them")
+    table.add("preflight", "bf16 / NCCL", (f"{torch.cuda.is_bf16_supported()} / "
+                                           f"{'.'.join(map(str, torch.cuda.nccl.version()))}") if accel.cuda
+              else "autocast on the CPU / gloo")
+    n = PINNED[kind]
+    t = time.perf_counter()
+    host = accel.pin(torch.empty(n, dtype=torch.uint8))  # as engines.feature_buffer makes its block
+    registered = time.perf_counter() - t
+    src = torch.ones(n, dtype=torch.uint8, device=device)
+    accel.synchronize()
+    t = time.perf_counter()
+    host.copy_(src, non_blocking=True)
+    accel.synchronize()
+    copied = time.perf_counter() - t
+    ok = bool(host.all()) and (host.is_pinned() or not accel.cuda)
+    table.add("preflight", f"pinned host block of {n >> 20} MiB: register / GPU to host",
+              f"{registered * 1e3:.1f} ms / {n / copied / 1e9:.1f} GB/s", f"exact size, page-locked, filled: {ok}")
+
+
+def process_group(table, accel):
+    """A one-rank process group (NCCL on a GPU, gloo in the test mode) with the step's collectives connected."""
+    os.environ.update(RANK="0", WORLD_SIZE="1", LOCAL_RANK="0", MASTER_ADDR="127.0.0.1")
+    os.environ.setdefault("MASTER_PORT", str(29500 + os.getpid() % 1000))
+    before = accel.memory()[0]
+    dist.init_process_group(accel.backend)
+    delta.connect_collectives(accel.device, 1)
+    accel.synchronize()
+    table.add("group", f"one-rank {accel.backend} group, collectives connected: GPU memory taken",
+              size(before - accel.memory()[0]) if accel.cuda else "-",
+              "engines.gpu_margin books 1.5 on several GPUs (one rank needs no peer buffers)")
+
+
+def build_slice(kind, device):
+    """The slice's config, a run around it (FSDP2, checkpointing, AdamW's state made) and its parameter count."""
+    with open(os.path.join(HERE, "configs", "qwen3-8b-base.json")) as f:
+        cfg = dict(json.load(f), **SLICE[kind])
+    config = transformers.AutoConfig.for_model(**cfg)
+    torch.manual_seed(0)
+    with torch.device(device):
+        model = transformers.AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+    model.eval()
+    delta.enable_checkpointing(model)
+    P = PROMPT[kind]
+    folder = tempfile.mkdtemp(prefix="gpu_check-")  # no generation config there: the sampler is never used
+    args = delta.Args(algo="delta", fsdp=True, gradient_checkpointing=True, prompts_per_step=1, mini_batch_prompts=1,
+                      group_size=2, max_prompt_length=P, max_new_tokens=CASES[kind][0][1] - P,
+                      head_chunk_tokens=2048 if kind == "gpu" else 32, lr=1e-6)
+    run = delta.make_run(args, model, tasks.tiny_tokenizer(), folder, device=device)
+    engines.optimizer_state_now(run.optimizer)  # the steady state: AdamW's moments exist before the first step
+    return cfg, run
+
+
+def case_batch(run, rows, tokens, P, V):
+    """A mini-batch of two micro-batches of `rows` rows of `tokens` tokens (every response full: no eos), one row's
+    prompt shorter by P / 2 (left-padded in its micro-batch when rows > 1); advantages +1 for half the rows."""
+    g = torch.Generator().manual_seed(rows)
+    prompts = [torch.randint(5, V, (P - (P // 2 if i == 1 else 0),), generator=g).tolist() for i in range(2 * rows)]
+    responses = [torch.randint(5, V, (tokens - P,), generator=g).tolist() for _ in range(2 * rows)]
+    batch = delta.rollout_batch(prompts, responses, [0], 0, run.device)
+    run.args.group_size, run.args.max_tokens_per_micro_batch = 2 * rows, rows * tokens
+    adv = torch.tensor([1.0] * rows + [-1.0] * rows, device=run.device)
+    return batch, adv, delta.micro_batches(run, batch)
+
+
+def step_phases(run, batch, adv, plans):
+    """The scoring pass, the coefficients and the update: {phase: (seconds, peak allocated bytes)}, lam."""
+    out, accel, lam = {}, run.accel, None
+    for phase in ("score", "coefficients", "update"):
+        accel.release()
+        if accel.cuda:
+            torch.cuda.reset_peak_memory_stats(accel.device)
+        t = delta.clock(run)
+        if phase == "score":
+            batch["old_logp"], _, features = delta.score(run, batch, adv, plans, True)
+        elif phase == "coefficients":
+            lam = delta.delta_weights(run, dict(batch=batch, adv=adv, features=features, stats={}))
+            features = None  # freed before the update, as rl_step does
+        else:
+            delta.update(run, batch, adv, lam, plans)
+        out[phase] = (delta.clock(run) - t, torch.cuda.max_memory_allocated(accel.device) if accel.cuda else None)
+    return out, lam
+
+
+def micro_batch_rows(table, cfg, run, kind):
+    """Each of the recipe's micro-batches: peaks against bench/memory.py, ms per token of forward and backward."""
+    P, V = PROMPT[kind], cfg["vocab_size"]
+    for rows, tokens in CASES[kind]:
+        batch, adv, plans = case_batch(run, rows, tokens, P, V)
+        shapes = [[memory_shape(batch, mb) for mb in groups] for groups in plans]
+        for _ in range(2):  # the second of two passes: kernels loaded, the allocator warm
+            measured, _ = step_phases(run, batch, adv, plans)
+        args = run.args
+        est = memory.estimate(cfg, args, 1, True, "packed", tokens - P, gpu=True, micro_batches=shapes)[0]
+        booked = {ph: x - sum(engines.gpu_margin(1).values()) for ph, x in memory.peaks(est).items()}
+        name = f"{rows} x {tokens:,}"
+        padded = sum(s[0] for groups in shapes for s in groups)
+        for ph in ("score", "coefficients", "update"):
+            seconds, peak = measured[ph]
+            table.add(name, f"{ph}: peak allocated / seconds", f"{size(peak) if peak else '-'} / {seconds:.3f}",
+                      f"bench/memory.py: {size(booked[ph])} (its margin items aside)")
+        table.add(name, "ms per token: forward (scoring) / forward + backward (update)",
+                  f"{measured['score'][0] / padded * 1e3:.4f} / {measured['update'][0] / padded * 1e3:.4f}",
+                  f"{padded:,} padded tokens in {sum(map(len, plans))} micro-batches")
+
+
+def memory_shape(batch, rows):
+    """(b T, sum of T^2, b R) of a micro-batch as delta.micro_batch trims it (memory.estimate's micro_batches)."""
+    ids, _, R = delta.micro_batch(batch, rows)
+    return ids.numel(), ids.shape[0] * ids.shape[1] ** 2, ids.shape[0] * R  # as bench/memory_measured.py counts
+
+
+def fallback(table, cfg, run, kind):
+    """The features forced to host memory (the GPU reported full), timed beside the scoring pass on the GPU."""
+    rows, tokens = CASES[kind][-1]
+    batch, adv, plans = case_batch(run, rows, tokens, PROMPT[kind], cfg["vocab_size"])
+    times, lams, memory_of = [], [], run.accel.memory
+    for full in (False, True, True):  # the forced pass twice: the host block is made once, then reused
+        run.accel.memory = (lambda: (0, 80 << 30)) if full else memory_of  # full: the seam reports no free memory
+        t = delta.clock(run)
+        batch["old_logp"], _, features = delta.score(run, batch, adv, plans, True)
+        times.append(delta.clock(run) - t)
+        lams.append(delta.delta_weights(run, dict(batch=batch, adv=adv, features=features, stats={})))
+    run.accel.memory = memory_of
+    host = features[0].device.type == "cpu" and getattr(run, "host_features", None) is not None
+    table.add("fallback", "scoring: features on the device / in host memory, seconds",
+              f"{times[0]:.3f} / {times[2]:.3f}", f"{rows} x {tokens:,}; the features in the host block: {host}")
+    table.add("fallback", "the coefficients from host memory equal the device's",
+              str(torch.allclose(lams[0], lams[2], atol=1e-6)), "")
 
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--tiny", action="store_true", help="the tiny dimensions and settings (CPU, a test)")
+    p.add_argument("--tiny", action="store_true", help="the tiny slice on the CPU, as a GPU would run it (a test)")
     p.add_argument("--out", default=os.path.join("runs", "gpu_check.md"), help="the rows, appended as they complete")
-    p.add_argument("--budget_s", type=float, default=540, help="stop after this many seconds, keeping the rows")
+    p.add_argument("--budget_s", type=float, default=300, help="stop after this many seconds, keeping the rows")
     opts = p.parse_args(argv)
-    kind = "tiny" if opts.tiny else "gpu"
-    t0 = time.perf_counter()
-    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    gpu = device.type == "cuda"
-    if gpu:
-        engines.expandable_segments()  # as delta.py runs
-    table = Table(opts.out)
-    path = tempfile.mkdtemp(prefix="gpu_check-")
-    tasks.build_tiny(path, max_position_embeddings=1024, **DIMS[kind])
-    cfg = memory.read_config(path)
-    args = delta.Args(model=path, output_dir=path, max_prompt_length=32, lr=1e-6, **SETTINGS[kind])
-    delta.resolve_defaults(args)
-    expected = memory.peaks(memory.estimate(cfg, args, 1, False, "packed", args.max_new_tokens, gpu=gpu)[0])
-    n_params = memory.parameters(cfg)["total"]
-    table.add("-", "device", torch.cuda.get_device_name(0) if gpu else "cpu",
-              f"{n_params / 1e6:,.0f} M parameters; {args.prompts_per_step} x {args.group_size} responses of "
-              f"{args.max_new_tokens} tokens; bf16 {delta.bf16_compute(args, device)}")
-    table.add("-", "bench/memory.py's peak for these settings, GiB", f"{max(expected.values()) / memory.GiB:.1f}",
-              "DDP on one GPU, features packed, every response at the limit")
-    if gpu:
-        torch.ones(1, device=device)  # the CUDA context exists from here
-        booked = engines.gpu_margin(1)["CUDA context and loaded kernels"] / memory.GiB
-        table.add("-", "CUDA context and other memory outside PyTorch's allocator, GiB", f"{outside_torch(device):.2f}",
-                  f"at start; engines.gpu_margin books {booked:.1f}")
-    torch.manual_seed(0)
-    start = delta.rng_state()
-    train_rows = tasks.addition_task(0, 0)[0]
-    verify, delta.verify = delta.verify, coin_flips
-    sections = [(algo, lambda algo=algo: step_rows(table, algo, args, cfg, gpu, *run_algorithm(
-        algo, path, args, device, start, train_rows)[:2])) for algo in ("dapo", "delta")]
-    sections.append(("vllm", lambda: vllm_section(table, path, args, cfg, device, start, train_rows)))
-    results = {}
+    kind, t0 = "tiny" if opts.tiny else "gpu", time.perf_counter()
+    if opts.tiny:
+        os.environ[delta.PRETEND_GPU] = "80"
+    device = torch.device("cuda", 0) if torch.cuda.is_available() and not opts.tiny else torch.device("cpu")
+    accel = delta.Accelerator(device)
+    if accel.gpu:
+        engines.expandable_segments()  # as delta.setup_distributed does, before the first allocation
+    if accel.cuda:
+        torch.cuda.set_device(device)
+    table, run = Table(opts.out), None
     try:
         with budget(opts.budget_s - (time.perf_counter() - t0)):
-            for name, section in sections:
+            for name, section in [("preflight", lambda: preflight(table, accel, kind)),
+                                  ("group", lambda: process_group(table, accel))]:
                 try:
-                    results[name] = section()
+                    section()
                 except OverBudget:
                     raise
                 except Exception as e:  # a failed section costs its own rows only
                     table.add(name, "failed", type(e).__name__, str(e).splitlines()[0][:200] if str(e) else "")
+            if dist.is_initialized():
+                cfg, run = build_slice(kind, device)
+                n = memory.parameters(cfg)["total"]
+                table.add("slice", "parameters / GPU memory allocated",
+                          f"{n / 1e6:,.1f} M / {size(torch.cuda.memory_allocated(device)) if accel.cuda else '-'}",
+                          f"{cfg['num_hidden_layers']} layers of hidden {cfg['hidden_size']}, vocabulary "
+                          f"{cfg['vocab_size']:,}; FSDP2, bf16 {run.sharding.bf16}, AdamW's state made")
+                for name, section in [("micro-batches", lambda: micro_batch_rows(table, cfg, run, kind)),
+                                      ("fallback", lambda: fallback(table, cfg, run, kind))]:
+                    try:
+                        section()
+                    except OverBudget:
+                        raise
+                    except Exception as e:
+                        table.add(name, "failed", type(e).__name__, str(e).splitlines()[0][:200] if str(e) else "")
     except OverBudget as e:
         table.add("-", "stopped", str(e), "the rows above are complete")
     finally:
-        delta.verify = verify
-    if results.get("dapo") and results.get("delta"):
-        total = {a: sum(results[a].get(f"time/{k}", 0.0) for k in PHASE_TIMES) for a in ("dapo", "delta")}
-        table.add("delta / dapo", "seconds per step", f"{total['delta'] / total['dapo']:.3f}", f"mean of {TIMED} steps")
+        run = None
+        if dist.is_initialized():
+            dist.destroy_process_group()
     table.add("-", "wall time of this check, s", f"{time.perf_counter() - t0:.0f}", "")
     return table.rows
 
