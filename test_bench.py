@@ -290,7 +290,7 @@ def test_gpu_check_runs_on_cpu_with_the_tiny_slice(tmp_path, monkeypatch):
     import gpu_check
     import memory
 
-    monkeypatch.delenv(delta.PRETEND_GPU, raising=False)
+    before = dict(os.environ)
     out = tmp_path / "check.md"
     rows = {(r[0], r[1]): r[2] for r in gpu_check.main(["--tiny", "--out", str(out)])}
     assert not any(k[1] == "failed" for k in rows), rows
@@ -302,6 +302,7 @@ def test_gpu_check_runs_on_cpu_with_the_tiny_slice(tmp_path, monkeypatch):
         ms = rows[(name, "ms per token: forward (scoring) / forward + backward (update)")]
         assert all(float(x) > 0 for x in ms.split(" / "))
     assert rows[("fallback", "the coefficients from host memory equal the device's")] == "True"
+    assert dict(os.environ) == before  # the test mode and the process group's variables do not outlive the check
     assert out.read_text().count("\n") == len(rows) + 2  # the header and every row, written
     monkeypatch.setattr(gpu_check, "fallback", lambda *a: (_ for _ in ()).throw(RuntimeError("boom")))
     got = {(r[0], r[1]): r[2:] for r in gpu_check.main(["--tiny", "--out", str(tmp_path / "b.md")])}

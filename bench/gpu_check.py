@@ -243,7 +243,7 @@ def main(argv=None):
     p.add_argument("--out", default=os.path.join("runs", "gpu_check.md"), help="the rows, appended as they complete")
     p.add_argument("--budget_s", type=float, default=300, help="stop after this many seconds, keeping the rows")
     opts = p.parse_args(argv)
-    kind, t0 = "tiny" if opts.tiny else "gpu", time.perf_counter()
+    kind, t0, environ = "tiny" if opts.tiny else "gpu", time.perf_counter(), dict(os.environ)
     if opts.tiny:
         os.environ[delta.PRETEND_GPU] = "80"
     device = torch.device("cuda", 0) if torch.cuda.is_available() and not opts.tiny else torch.device("cpu")
@@ -284,6 +284,8 @@ def main(argv=None):
         run = None
         if dist.is_initialized():
             dist.destroy_process_group()
+        os.environ.clear()  # the process group's and the test mode's variables gone: a caller's process as it was
+        os.environ.update(environ)
     table.add("-", "wall time of this check, s", f"{time.perf_counter() - t0:.0f}", "")
     return table.rows
 
