@@ -449,4 +449,5 @@ def expandable_segments():
     conf = os.environ.get(name, "")
     if "expandable_segments" not in conf:
         os.environ[name] = conf = ",".join(filter(None, [conf, "expandable_segments:True"]))
-        torch._C._accelerator_setAllocatorSettings(conf)  # the whole string: torch resets the options it omits
+        set_conf = getattr(torch._C, "_accelerator_setAllocatorSettings", None)  # torch < 2.9: the CUDA one
+        (set_conf or torch.cuda.memory._set_allocator_settings)(conf)  # the whole string: torch resets the rest

@@ -1544,3 +1544,59 @@ def test_a_family_with_logit_soft_capping_is_refused_before_work(tmp_path):
         delta.load_model(str(tmp_path), torch.device("cpu"))
     p = run_delta("--model", str(tmp_path), "--output_dir", str(tmp_path / "run"), "--max_steps", "1")
     assert p.returncode != 0 and "soft-capping" in p.stderr and not os.path.exists(tmp_path / "run" / "metrics.jsonl")
+
+
+def test_eval_dataset_and_its_refusals(tmp_path):
+    """--eval_dataset holds the evaluation out of another file (its first --eval_size rows); rows of another kind
+    than the training rows, or a --dataset no larger than --eval_size without one, are refused before any work."""
+    from conftest import lcb_row_1873a
+    train, held, code = tmp_path / "train.jsonl", tmp_path / "held.jsonl", tmp_path / "code.jsonl"
+    train.write_text("".join(json.dumps({"question": f"{i}+1?", "final_answer": str(i + 1)}) + "\n" for i in range(6)))
+    held.write_text("".join(json.dumps({"question": f"{i}+2?", "final_answer": str(i + 2)}) + "\n" for i in range(5)))
+    code.write_text(json.dumps(lcb_row_1873a()) + "\n")
+    kind, rows, evals = delta.load_task(Args(dataset=str(train), eval_dataset=str(held), eval_size=3))
+    assert kind == "math" and len(rows) == 6 and [r["answer"] for r in evals] == ["2", "3", "4"]
+    with pytest.raises(delta.ArgumentError, match="holds code rows, --dataset math rows"):
+        delta.load_task(Args(dataset=str(train), eval_dataset=str(code)))
+    with pytest.raises(delta.ArgumentError, match="has 6 rows, and --eval_size 6 of them are held out"):
+        delta.load_task(Args(dataset=str(train), eval_size=6))
+
+
+def test_small_refusals_and_edges(tiny, tmp_path, monkeypatch):
+    """Branches no other test takes (bench/coverage.sh found them): a bad advantage scale, an empty top-share mask, no
+    overlong buffer, an MoE config without a router coefficient, templates that name no turn end, a --reward that
+    contradicts the rows, prompts asking for another answer format, --resume with no checkpoint, dropout modules
+    switched off at load, and a refusal under torchrun that leaves the process group cleanly."""
+    import types as pytypes
+    import warnings
+    with pytest.raises(ValueError, match="scale must be 'group' or 'none'"):
+        group_advantages(torch.ones(4), 2, scale="batch")
+    assert not delta.top_share_mask(torch.ones(2, 3), torch.zeros(2, 3, dtype=torch.bool)).any()
+    assert torch.equal(delta.overlong_penalty(torch.tensor([5, 50]), 40, 0, 1.0), torch.zeros(2))
+    with pytest.raises(delta.ArgumentError, match="names no router_aux_loss_coef"):
+        delta.router_loss_coef(pytypes.SimpleNamespace(output_router_logits=True, router_aux_loss_coef=None))
+    tok = delta.load_tokenizer(tiny)
+    tok.chat_template = None
+    assert delta.turn_end(tok) is None
+    tok.chat_template = "{{ raise_exception('no assistant turns') }}"
+    assert delta.turn_end(tok) is None
+    with pytest.raises(delta.ArgumentError, match="use --reward auto"):
+        delta.resolve_defaults(Args(reward="code"), "math")
+    with pytest.warns(UserWarning, match="the prompts ask for boxed answers, graded as --answer_format last_number"):
+        delta.resolve_defaults(Args(dataset="d.jsonl", answer_format="last_number"), "math",
+                               [{"question": "1+1? Put it in \\boxed{}.", "answer": "2"}])
+    with pytest.raises(delta.ArgumentError, match="--resume: no checkpoint in"):
+        delta.check_resume(Args(resume=True, output_dir=str(tmp_path)), [], 1)
+    read = delta.AutoModelForCausalLM.from_pretrained
+
+    def with_dropout(*a, **k):
+        model = read(*a, **k)
+        model.model.dropout = torch.nn.Dropout(0.1)
+        return model
+    monkeypatch.setattr(delta.AutoModelForCausalLM, "from_pretrained", with_dropout)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model, _ = delta.load_model(tiny, torch.device("cpu"))
+    assert model.model.dropout.p == 0.0
+    p = run_delta("--dataset", str(tmp_path / "missing.jsonl"), "--output_dir", str(tmp_path / "run"), torchrun=True)
+    assert p.returncode != 0 and "missing.jsonl" in p.stderr and not os.path.exists(tmp_path / "run")

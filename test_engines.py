@@ -584,3 +584,16 @@ def test_delta_py_under_torchrun_as_on_gpus(tmp_path):
     assert p.returncode == 0, p.stderr[-3000:]
     strip = lambda r: {k: x for k, x in r.items() if not k.startswith("time/")}
     assert strip([r for r in read_metrics(b) if r["step"] == 2][0]) == strip(steps[-1])
+
+
+def test_engine_refusals_and_unknowns(tiny, monkeypatch):
+    """A model with no decoder layer HF names is refused by name; the vLLM sampler refuses an unresolved prompt
+    limit (vLLM would cut every sequence at max_new_tokens); an engine that does not say its KV cache gives None."""
+    import engines
+    with pytest.raises(ValueError, match=r"found no decoder layers \(\(\)\) in Linear"):
+        engines.decoder_layers(torch.nn.Linear(2, 2))
+    fake_vllm(monkeypatch, [])
+    model, tok = delta.load_model(tiny, torch.device("cpu"))
+    with pytest.raises(ValueError, match="needs args.max_prompt_length"):
+        delta.make_sampler(Args(vllm=True, max_prompt_length=0), model, tok, tiny, PRETEND_GPU)
+    assert engines.kv_concurrency(object(), 64) is None

@@ -551,3 +551,26 @@ def test_a_code_runs_held_out_set_is_graded_as_code_with_its_training_prompt(tmp
     assert p.returncode == 0, p.stderr[-3000:]
     held_out = json.load(open(tmp_path / "ev" / "results.json"))["benchmarks"]["held_out"]
     assert held_out["num_problems"] == 8 and "maj@1" not in held_out  # graded as code: no vote on final answers
+
+
+@pytest.mark.parametrize("changes, message", [
+    (dict(model=""), "--model is required"),
+    (dict(benchmarks=""), "give --benchmarks and/or --data"),
+    (dict(data="missing.jsonl"), "--data missing.jsonl: no such file"),
+    (dict(n_samples=0), "--n_samples, --max_new_tokens and --gen_max_tokens must be >= 1"),
+    (dict(precision="fp16"), "--precision 'fp16': use auto, bf16 or fp32"),
+    (dict(prompt_style="chat"), "--prompt_style 'chat': use train or matharena"),
+    (dict(data_schema="csv"), "--data_schema 'csv': use auto, math or one of"),
+    (dict(answer_format="latex"), "--answer_format 'latex': use auto or one of"),
+    (dict(lcb_start="2024-13-01"), "--lcb_release/--lcb_start/--lcb_end"),
+    (dict(code_timeout=0), "--lcb_timeout and --code_timeout must be > 0"),
+    (dict(gpqa_extract="regex"), "--lcb_extract is lcb or block, --gpqa_extract tiers or simple-evals"),
+    (dict(benchmark_dir="nosuch=a.jsonl"), r"--benchmark_dir names unknown benchmarks \['nosuch'\]"),
+    (dict(benchmark_dir="math500=missing.jsonl"), r"--benchmark_dir: no such file \['missing.jsonl'\]"),
+    (dict(benchmark_dir="missing-folder"), "--benchmark_dir missing-folder: no such folder"),
+], ids=lambda x: x if isinstance(x, str) else ",".join(x))
+def test_eval_refuses_each_bad_argument_before_work(changes, message):
+    """eval.py's checks, each with the flag in its message, before any model or benchmark is read."""
+    args = evaluation.EvalArgs(**dict(dict(model="m", benchmarks="math500"), **changes))
+    with pytest.raises(delta.ArgumentError, match=message):
+        evaluation.validate(args)

@@ -7,7 +7,7 @@ step here, and what does a step cost? Each row is printed and appended to --out 
 
 Rows, in order:
     preflight  versions, the allocator settings in effect, bf16, NCCL; an exact-size pinned host block (where DelTA's
-               features fall back) registered and filled from the GPU, timed
+               features fall back) registered and filled from the GPU, timed; the CUDA context's memory
     group      a one-rank NCCL process group with the step's collectives connected (delta.connect_collectives), and
                the GPU memory that took
     slice      Qwen3-8B's width (hidden 4,096, 32 heads, 8 KV heads, intermediate 12,288, its untied 151,936-token
@@ -124,6 +124,11 @@ def preflight(table, accel, kind):
     ok = bool(host.all()) and (host.is_pinned() or not accel.cuda)
     table.add("preflight", f"pinned host block of {n >> 20} MiB: register / GPU to host",
               f"{registered * 1e3:.1f} ms / {n / copied / 1e9:.1f} GB/s", f"exact size, page-locked, filled: {ok}")
+    if accel.cuda:  # the CUDA context exists from the first operation on
+        free, total = torch.cuda.mem_get_info(device)
+        table.add("preflight", "GPU memory outside torch's allocator (the CUDA context)",
+                  size(total - free - torch.cuda.memory_reserved(device)),
+                  f"engines.gpu_margin books {size(engines.gpu_margin(1)['CUDA context and loaded kernels'])}")
 
 
 def process_group(table, accel):
@@ -143,7 +148,8 @@ def build_slice(kind, device):
     """The slice's config, a run around it (FSDP2, checkpointing, AdamW's state made) and its parameter count."""
     with open(os.path.join(HERE, "configs", "qwen3-8b-base.json")) as f:
         cfg = dict(json.load(f), **SLICE[kind])
-    config = transformers.AutoConfig.for_model(**cfg)
+    config = transformers.AutoConfig.for_model(**{k: v for k, v in cfg.items() if k not in ("architectures",
+                                                                                            "torch_dtype")})
     torch.manual_seed(0)
     with torch.device(device):
         model = transformers.AutoModelForCausalLM.from_config(config, dtype=torch.float32)

@@ -7,6 +7,7 @@
 
     python bench/host_memory.py                      # a synthetic Qwen3 of 0.27 B parameters (1.1 GB in fp32)
     python bench/host_memory.py --layers 4           # smaller, faster
+    python bench/host_memory.py --model /tmp/delta-smollm2   # a real model (SmolLM2-135M-Instruct, bench/smollm2.py)
 
 On a CPU the device is the host: the weights each rank trains (a whole copy under DDP, a shard under FSDP2) are
 host memory here, where on a GPU node they would be on the GPUs; what the start changes is the copy each rank reads
@@ -81,16 +82,21 @@ def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--layers", type=int, default=16, help="decoder layers of the synthetic model")
     p.add_argument("--hidden", type=int, default=1024, help="its hidden size (intermediate 3x, vocabulary 32,768)")
+    p.add_argument("--model", default="", help="a model folder instead (SmolLM2: bench/smollm2.py makes one)")
     opts = p.parse_args(argv)
     tmp = tempfile.mkdtemp(prefix="host_memory-")
-    source = os.path.join(tmp, "model")
-    tasks.build_tiny(source, hidden_size=opts.hidden, num_hidden_layers=opts.layers, intermediate_size=3 * opts.hidden,
-                     num_attention_heads=16, num_key_value_heads=8, head_dim=opts.hidden // 16, vocab_size=32768)
+    source = opts.model or os.path.join(tmp, "model")
+    if not opts.model:
+        tasks.build_tiny(source, hidden_size=opts.hidden, num_hidden_layers=opts.layers, num_attention_heads=16,
+                         intermediate_size=3 * opts.hidden, num_key_value_heads=8, head_dim=opts.hidden // 16,
+                         vocab_size=32768)
     model, _ = delta.load_model(source, torch.device("cpu"))
     n = sum(p.numel() for p in model.parameters())
-    model.to(torch.bfloat16).save_pretrained(source)  # in bf16, as hub models are: an fp32 read makes a copy
+    if not opts.model:
+        model.to(torch.bfloat16).save_pretrained(source)  # in bf16, as hub models are: an fp32 read makes a copy
     del model
-    print(f"model: {n / 1e6:,.0f} M parameters, {4 * n / MiB:,.0f} MiB in fp32, stored in bf16; 2 processes (gloo)\n")
+    print(f"{opts.model or 'synthetic Qwen3, stored in bf16'}: {n / 1e6:,.0f} M parameters, {4 * n / MiB:,.0f} MiB in "
+          "fp32; 2 processes (gloo)\n")
     print("| engine | start | rank 0 peak RSS, MiB | rank 1 peak RSS, MiB | node peak (sum sampled), MiB |")
     print("|---|---|---|---|---|")
     for engine in ("ddp", "fsdp"):
