@@ -1598,5 +1598,12 @@ def test_small_refusals_and_edges(tiny, tmp_path, monkeypatch):
         warnings.simplefilter("ignore")
         model, _ = delta.load_model(tiny, torch.device("cpu"))
     assert model.model.dropout.p == 0.0
-    p = run_delta("--dataset", str(tmp_path / "missing.jsonl"), "--output_dir", str(tmp_path / "run"), torchrun=True)
-    assert p.returncode != 0 and "missing.jsonl" in p.stderr and not os.path.exists(tmp_path / "run")
+    bad = tmp_path / "bad.jsonl"  # refused by load_task, after the process group is up: it is left cleanly
+    bad.write_text(json.dumps({"problem": "1+1?", "final_answer": "2"}) + "\n")
+    p = run_delta("--dataset", str(bad), "--max_new_tokens", "32", "--output_dir", str(tmp_path / "run"), torchrun=True)
+    assert p.returncode != 0 and "no field 'question'" in p.stderr and not os.path.exists(tmp_path / "run")
+    run = make_run(tiny, output_dir=str(tmp_path / "ckpt"), keep_checkpoints=1)  # older checkpoints removed
+    os.makedirs(run.args.output_dir)
+    for step in (1, 2):
+        delta.save_checkpoint(run, step)
+    assert delta.checkpoints(run.args.output_dir) == [os.path.join(run.args.output_dir, "checkpoint-2")]

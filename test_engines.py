@@ -567,20 +567,21 @@ def test_gpu_branches_on_two_processes(tiny, tmp_path):
 
 @pytest.mark.slow
 def test_delta_py_under_torchrun_as_on_gpus(tmp_path):
-    """`torchrun delta.py --fsdp` end to end in the seam's test mode with a GPU that is short of memory: the warm
-    start, evaluations, DelTA's features in host memory, checkpoints; a resume gives step 2 again exactly."""
+    """`torchrun delta.py --fsdp --gradient_checkpointing` end to end in the seam's test mode with a GPU that is short
+    of memory: the warm start, evaluations, DelTA's features in host memory, checkpoints; a resume gives step 2 again
+    exactly."""
     env = {delta.PRETEND_GPU: "0.001"}
     out, b = str(tmp_path / "a"), str(tmp_path / "b")
-    p = run_delta("--fsdp", "--output_dir", out, "--max_steps", "2", "--eval_every", "1", "--save_every", "1", *FAST,
-                  env_extra=env, torchrun=True)
+    p = run_delta("--fsdp", "--gradient_checkpointing", "--output_dir", out, "--max_steps", "2", "--eval_every", "1",
+                  "--save_every", "1", *FAST, env_extra=env, torchrun=True)
     assert p.returncode == 0, p.stderr[-3000:]
     assert "do not fit the GPU" in p.stderr
     steps = [r for r in read_metrics(out) if "reward/mean" in r]
     assert [r["step"] for r in steps] == [1, 2] and all(math.isfinite(r["loss/policy"]) for r in steps)
     os.makedirs(b)
     shutil.copytree(os.path.join(out, "checkpoint-1"), os.path.join(b, "checkpoint-1"))
-    p = run_delta("--fsdp", "--output_dir", b, "--resume", "--max_steps", "2", "--eval_every", "1", "--save_every", "1",
-                  *FAST, env_extra=env, torchrun=True)
+    p = run_delta("--fsdp", "--gradient_checkpointing", "--output_dir", b, "--resume", "--max_steps", "2",
+                  "--eval_every", "1", "--save_every", "1", *FAST, env_extra=env, torchrun=True)
     assert p.returncode == 0, p.stderr[-3000:]
     strip = lambda r: {k: x for k, x in r.items() if not k.startswith("time/")}
     assert strip([r for r in read_metrics(b) if r["step"] == 2][0]) == strip(steps[-1])

@@ -574,3 +574,30 @@ def test_eval_refuses_each_bad_argument_before_work(changes, message):
     args = evaluation.EvalArgs(**dict(dict(model="m", benchmarks="math500"), **changes))
     with pytest.raises(delta.ArgumentError, match=message):
         evaluation.validate(args)
+
+
+def test_eval_edges_no_other_test_takes(tiny, tmp_path):
+    """Branches bench/coverage.sh found no test took: GSM8K's gold is what follows `####` (thousands separator
+    dropped); the letter readers take only text; math rows get no code time limit; explicit --answer_format and
+    --instruction win over the model's own; a code row without LiveCodeBench's header gets the code instruction;
+    LiveCodeBench from one local .jsonl; bad --data rows and an empty date window stop eval.py before any model."""
+    rows = evaluation.benchmark_rows("gsm8k", [{"question": "How many?", "answer": "6 + 6 = 12\n#### 1,212"}])
+    assert rows[0]["answer"] == "1212"
+    assert evaluation.choice_letter(None) is None and evaluation.simple_evals_letter(3) is None
+    assert evaluation.code_timeout([{"question": "1+1?", "answer": "2"}], "math500", None) is None
+    args = evaluation.EvalArgs(model=tiny, answer_format="answer_line", instruction="Say it.")
+    assert evaluation.answer_format(args, {"answer_format": "boxed"}, []) == "answer_line"
+    assert evaluation.math_instruction(args, {"instruction": "Box it."}, "answer_line", []) == "Say it."
+    tok = delta.load_tokenizer(tiny)
+    text = evaluation.prompt_text(tok, {"question": "Add two numbers."}, "code", "mbpp", args, "")
+    assert evaluation.CODE_INSTRUCTION in text
+    lcb = tmp_path / "lcb.jsonl"
+    lcb.write_text(json.dumps(lcb_row_1873a()) + "\n")
+    assert evaluation.read_livecodebench(str(lcb), "release_v5")[0]["question_id"] == lcb_row_1873a()["question_id"]
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(json.dumps({"problem": "1+1?"}) + "\n")
+    with pytest.raises(delta.ArgumentError, match=f"--data {bad}"):
+        evaluation.main(evaluation.EvalArgs(model=tiny, data=str(bad), output_dir=str(tmp_path / "a")))
+    with pytest.raises(delta.ArgumentError, match="no problems in .'livecodebench'"):
+        evaluation.main(evaluation.EvalArgs(model=tiny, benchmarks="livecodebench", lcb_start="2030-01-01",
+                                            benchmark_dir=f"livecodebench={lcb}", output_dir=str(tmp_path / "b")))

@@ -27,6 +27,8 @@ include = $PWD/delta.py, $PWD/engines.py, $PWD/eval.py
 EOF
 export COVERAGE_RCFILE="$OUT/coveragerc"
 TMP="${TMPDIR:-/tmp}"
+export DELTA_REAL_MODEL="${DELTA_REAL_MODEL:-$TMP/delta-smollm2}"  # .ci/real.sh made it; trl and verl use it too
+[ -f "$DELTA_REAL_MODEL/config.json" ] || unset DELTA_REAL_MODEL
 python_of() {  # the interpreter CI runs a job's tests with
   case $1 in
     main|slow) echo python ;;
@@ -44,11 +46,10 @@ for job in "${JOBS[@]}"; do
   case $job in  # the commands of .ci/run and .ci/*.sh
     main) "$PY" -m coverage run -m pytest -q ;;
     slow) "$PY" -m coverage run -m pytest -q -m slow ;;
-    real) DELTA_REAL_MODEL="${DELTA_REAL_MODEL:-$TMP/delta-smollm2}" "$PY" -m coverage run -m pytest -q test_real.py ;;
+    real) "$PY" -m coverage run -m pytest -q test_real.py ;;
     trl) "$PY" -m coverage run -m pytest -q -m "trl or tensorboard" test_trl.py test_engines.py ;;
     vllm) "$PY" -m coverage run -m pytest -q -m vllm ;;
-    verl) OMP_NUM_THREADS=1 DELTA_REAL_MODEL="${DELTA_REAL_MODEL:-$TMP/delta-smollm2}" \
-            "$PY" -m coverage run -m pytest -q test_verl.py ;;
+    verl) OMP_NUM_THREADS=1 "$PY" -m coverage run -m pytest -q test_verl.py ;;
   esac | tail -3
   echo "$job: ${SECONDS} s"
 done
