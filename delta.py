@@ -261,7 +261,8 @@ def fipo_weights(logp, old_logp, adv, mask, decay=32.0, low=0.8, high=1.2, safet
 # ======== 2. The algorithms as data: where each departs from DAPO ====================================================
 # An entry: scale (Eq. A with or without the std), overlong (DAPO's length penalty), gate (the clip settings,
 # or SAPO's gate), weights (token weights fixed for every update of a rollout), step_weights (from each
-# micro-batch's new log-probs), normaliser (the loss's denominator), features (keep Eq. D's v).
+# micro-batch's new log-probs), normaliser (the loss's denominator), features (keep Eq. D's v), score_all
+# (score the rows of advantage 0 too: forking ranks every response's tokens by entropy).
 def delta_weights(run, roll):  # Sec. 3.2 on this rank's packed features, sums over the run's process group
     a, mask, (v, adv_tok, where) = run.args, roll["batch"]["response_mask"], roll["features"]
     side_lam = delta_coefficients(v, adv_tok, torch.ones_like(adv_tok, dtype=torch.bool), a.K, a.lam_min, a.lam_max,
@@ -296,14 +297,15 @@ NORMALISERS = {  # (mask [N, R], weights [N, R], args) -> (weights, count per re
     "max length": lambda m, w, a: (w, m.new_full((m.shape[0],), a.max_new_tokens, dtype=torch.float)),  # Dr. GRPO
 }
 DAPO = dict(scale="group", overlong=True, weights=None, step_weights=None, normaliser=NORMALISERS["tokens"],
-            features=False, gate=lambda a: dict(clip_low=a.clip_low, clip_high=a.clip_high, clip_c=a.clip_c))
+            features=False, score_all=False,
+            gate=lambda a: dict(clip_low=a.clip_low, clip_high=a.clip_high, clip_c=a.clip_c))
 SYMMETRIC = lambda a: dict(clip_low=a.clip_low, clip_high=a.clip_low, clip_c=None)  # GRPO's references: no dual clip
 ALGOS = {
     "dapo": DAPO,
     "delta": dict(DAPO, weights=delta_weights, features=True),  # Sec. 3.2's lam in Eq. E
     "grpo": dict(DAPO, overlong=False, gate=SYMMETRIC, normaliser=NORMALISERS["responses"]),
     "drgrpo": dict(DAPO, scale="none", overlong=False, gate=SYMMETRIC, normaliser=NORMALISERS["max length"]),
-    "forking": dict(DAPO, weights=forking_weights, normaliser=NORMALISERS["chosen tokens"]),
+    "forking": dict(DAPO, weights=forking_weights, normaliser=NORMALISERS["chosen tokens"], score_all=True),
     "sapo": dict(DAPO, gate=lambda a: dict(sapo_tau=(a.sapo_tau_pos, a.sapo_tau_neg))),  # Gao et al. 2025
     "fipo": dict(DAPO, step_weights=fipo_step_weights),
     "lam_top": dict(DAPO, weights=lam_subset_weights(True), features=True, normaliser=NORMALISERS["chosen tokens"]),
@@ -322,9 +324,11 @@ def rl_step(run, step):
     correct, reward = verify(run, batch, rows)  # 2. 1 right, 0 wrong; DAPO's overlong penalty
     adv = group_advantages(reward, a.group_size, algo["scale"])  # 3. Eq. A  [N]
     t1 = clock(run)
-    plans = micro_batches(run, batch)
+    trained, scored = forwarded_rows(run, adv)  # [N] each: rows of advantage 0 add nothing, so run no forward
+    plans = micro_batches(run, batch, trained)
+    score_plans = plans if scored is trained else micro_batches(run, batch, scored)
     dump = a.dump_rollouts_every and (step + 1) % a.dump_rollouts_every == 0
-    batch["old_logp"], entropy, features = score(run, batch, adv, plans, algo["features"] or dump)  # 4. Eq. D too
+    batch["old_logp"], entropy, features = score(run, batch, adv, score_plans, algo["features"] or dump)  # 4. Eq. D
     roll = dict(batch=batch, rows=rows, adv=adv, entropy=entropy, features=features, stats={})
     t2 = clock(run)
     weights = algo["weights"](run, roll) if algo["weights"] else None  # 5. DelTA: lam [N, R], Sec. 3.2
@@ -335,14 +339,21 @@ def rl_step(run, step):
     m = update(run, batch, adv, weights, plans)  # 6. Eq. B/E, one optimizer step per mini-batch
     t4 = clock(run)
     mask, groups, n = batch["response_mask"], reward.view(-1, a.group_size), batch["response_mask"].sum().item()
+    live = mask & (adv != 0)[:, None]  # [N, R] the tokens with a gradient: token metrics of log-probs cover these
+    forwarded = lambda plans: sum(len(rows) for groups in plans for rows in groups) / len(mask)
     m.update({"reward/mean": reward.mean().item(), "reward/acc": correct.float().mean().item(),
               "reward/timeouts": run.reward_stats["timeouts"], "reward/errors": run.reward_stats["errors"],
               "response/length": n / len(mask), "response/truncated": batch["truncated"].float().mean().item(),
               "groups/zero_std": (groups.max(1).values == groups.min(1).values).float().mean().item(),
-              "entropy": (entropy * mask).sum().item() / n, "time/generate": t1 - t0, "time/score": t2 - t1,
+              "rows/scored": forwarded(score_plans), "rows/trained": forwarded(plans),
+              "entropy/trained": (entropy * live).sum().item() / max(1, live.sum().item()),
+              "time/generate": t1 - t0, "time/score": t2 - t1,
               "time/reward": run.reward_seconds, "time/coefficients": t3 - t2, "time/train": t4 - t3})
+    if bool(scored.all()):  # every response scored: the entropy of all of them
+        m["entropy"] = (entropy * mask).sum().item() / n
     if "sampler_logp" in batch:  # the sampler's and the trainer's log-probs of the sampled tokens
-        m["rollout/logp_gap"] = ((batch["sampler_logp"] - batch["old_logp"]).abs() * mask).sum().item() / n
+        gap = (batch["sampler_logp"] - batch["old_logp"]).abs() * live
+        m["rollout/logp_gap"] = gap.sum().item() / max(1, live.sum().item())
     m = dict(all_mean(run, m), epoch=epoch)
     if weights is not None:
         m.update(weight_stats(run, weights, mask), **{f"delta/{k}": x for k, x in roll["stats"].items()})
@@ -441,33 +452,57 @@ def overlong_penalty(lengths, max_len, buffer, factor):
     return -((lengths.float() - (max_len - buffer)).clamp(min=0) / buffer).clamp(max=1.0) * factor
 
 
-def micro_batches(run, batch):
-    """Each mini-batch's rows in micro-batches of at most max_tokens_per_micro_batch padded tokens (similar lengths
-    together), as many on every rank (FSDP gathers in each forward); scoring and updates use the same groups."""
+def forwarded_rows(run, adv):
+    """The rows the update forwards and the rows scoring forwards, [N] bool each. A row of advantage 0 (its
+    group's rewards all equal) adds exactly 0 to the loss and its gradient, so with --skip_zero_advantage neither
+    pass runs it; it still counts wherever the algorithm counts it (the normalisers and lam's step 6 read the
+    masks, not the forwards). Kept: every row is scored for forking (its entropy ranks every response's tokens)
+    and trained for an MoE whose load-balancing loss has a gradient on every row."""
+    every = torch.ones_like(adv, dtype=torch.bool)
+    if not run.args.skip_zero_advantage:
+        return every, every
+    nonzero = adv != 0
+    return every if run.router_coef else nonzero, every if run.algo["score_all"] else nonzero
+
+
+def micro_batches(run, batch, keep=None):
+    """Each mini-batch's rows (those in `keep` [N], all by default) in micro-batches of at most
+    max_tokens_per_micro_batch padded tokens (similar lengths together), as many in each mini-batch on every rank
+    (FSDP gathers in every forward): a rank short of rows gets empty micro-batches (micro_batch: one token). The
+    mini-batches are the rollout's whatever `keep` drops; one that no rank keeps a row of has no micro-batch."""
     a, device, P = run.args, batch["input_ids"].device, batch["prompt_len"]
     per_rank = a.mini_batch_prompts // run.world * a.group_size
     prompt, response = batch["attention_mask"][:, :P].sum(1).tolist(), batch["response_mask"].sum(1).tolist()  # [N]
+    kept = [True] * len(prompt) if keep is None else keep.tolist()
     padded = lambda rows: len(rows) * (max(prompt[i] for i in rows) + max(response[i] for i in rows))
     plans = []
     for m0 in range(0, len(prompt), per_rank):
         groups = []
-        for i in sorted(range(m0, m0 + per_rank), key=lambda i: prompt[i] + response[i]):
+        for i in sorted((i for i in range(m0, m0 + per_rank) if kept[i]), key=lambda i: prompt[i] + response[i]):
             if groups and padded(groups[-1] + [i]) <= a.max_tokens_per_micro_batch:
                 groups[-1].append(i)
             else:
                 groups.append([i])
         plans.append(groups)
-    most = int(reduce(run, torch.tensor([max(map(len, plans))], device=device), dist.ReduceOp.MAX))
-    for groups in plans:
+    counts = reduce(run, torch.tensor([len(groups) for groups in plans], device=device), dist.ReduceOp.MAX)
+    for groups, most in zip(plans, counts.tolist()):
         while len(groups) < most:  # split the largest group until the count is the same everywhere
-            big = max(range(len(groups)), key=lambda j: len(groups[j]))
+            big = max(range(len(groups)), key=lambda j: len(groups[j]), default=None)
+            if big is None or len(groups[big]) < 2:
+                groups.append([])
+                continue
             groups[big:big + 1] = [groups[big][:len(groups[big]) // 2], groups[big][len(groups[big]) // 2:]]
-    return [[torch.tensor(g, device=device) for g in groups] for groups in plans]
+    return [[torch.tensor(g, dtype=torch.long, device=device) for g in groups] for groups in plans]
 
 
 def micro_batch(batch, rows):
-    """Rows of the rollout trimmed to their own longest prompt and response: input_ids, attention_mask, R'."""
+    """Rows of the rollout trimmed to their own longest prompt and response: input_ids, attention_mask, R'. No
+    rows: row 0's last prompt token and first response token, a forward that keeps this rank's collectives in step
+    with the others' (the callers slice its outputs to the 0 rows)."""
     P, am = batch["prompt_len"], batch["attention_mask"][rows]
+    if len(rows) == 0:
+        ids = batch["input_ids"][:1, P - 1:P + 1]
+        return ids, torch.ones_like(ids, dtype=torch.bool), 1
     left = int(am[:, :P].any(0).long().argmax())  # the first column a prompt uses (prompts are left-padded)
     R = max(1, int(batch["response_mask"][rows].sum(1).max()))
     return batch["input_ids"][rows, left:P + R], am[:, left:P + R], R
@@ -475,9 +510,10 @@ def micro_batch(batch, rows):
 
 @torch.no_grad()
 def score(run, batch, adv, plans, features):
-    """The one no-grad pass: old log-probs and entropy [N, R] and, with `features`, Eq. D's v of the tokens of
-    non-zero-advantage responses (no others need one) packed into one buffer [n, H] of the compute dtype (pinned
-    CPU memory with --offload_features), their advantages [n] and positions [n]."""
+    """The one no-grad pass over the rows of `plans`: old log-probs and entropy [N, R] (0 in rows not scored) and,
+    with `features`, Eq. D's v of the tokens of non-zero-advantage responses (no others need one) packed into one
+    buffer [n, H] of the compute dtype (pinned CPU memory with --offload_features), their advantages [n] and
+    positions [n]."""
     a, mask = run.args, batch["response_mask"]
     device, (N, R) = mask.device, mask.shape
     old_logp, entropy = torch.zeros(N, R, device=device), torch.zeros(N, R, device=device)
@@ -492,8 +528,9 @@ def score(run, batch, adv, plans, features):
     for rows in (rows for groups in plans for rows in groups):
         ids, am, Rm = micro_batch(batch, rows)
         with autocast(device, bf16_compute(a, device)):
-            logp, ent, hidden = response_logprobs(run.train_model, ids, am, Rm, a.temperature, a.head_chunk_tokens,
-                                                  with_entropy=True)
+            out = response_logprobs(run.train_model, ids, am, Rm, a.temperature, a.head_chunk_tokens,
+                                    with_entropy=True)
+        logp, ent, hidden = (x[:len(rows)] for x in out)  # [b, Rm] (b = 0: an empty micro-batch)
         old_logp[rows, :Rm], entropy[rows, :Rm] = logp.float(), ent.float()
         if features:  # DelTA departs from DAPO here: the same forward yields v, Eq. D
             sel = side[rows, :Rm]  # [b, Rm]
@@ -556,47 +593,73 @@ def sliced_lm_head(model, targets, temperature, chunk_tokens, checkpoint, with_e
 
 def update(run, batch, adv, weights, plans):
     """Eq. B/E: one optimizer step per mini-batch, the token weights fixed for all. Each term is divided by its
-    mini-batch's global normaliser and multiplied by world_size (DDP and FSDP average): no split changes it."""
+    mini-batch's global normaliser, which counts every row of the mini-batch, forwarded or not, and multiplied by
+    world_size (DDP and FSDP average): no split changes it. A mini-batch with no micro-batch on any rank (all its
+    rows of advantage 0) has the gradient 0, on which AdamW steps as it would have after the forwards."""
     a, algo, model, mask = run.args, run.algo, run.train_model, batch["response_mask"]  # [N, R]
-    weight, out = torch.ones_like(mask, dtype=torch.float32) if weights is None else weights.float(), {}  # [N, R]
+    live = mask & (adv != 0)[:, None]  # [N, R] the tokens with a gradient: the metrics' tokens
+    weight = torch.ones_like(mask, dtype=torch.float32) if weights is None else weights.float()  # [N, R]
+    weight, row_count = algo["normaliser"](mask, weight, a)  # [N, R], [N]: the algorithm's own choice of tokens
+    out = {}
     if "sampler_logp" in batch and a.is_cap > 0:  # vLLM is not the trainer: truncated importance sampling
         is_w = engines().is_correction(batch["old_logp"], batch["sampler_logp"], a.is_cap)  # [N, R]
-        weight, capped = weight * is_w, (is_w[mask] >= a.is_cap).float().mean().item()
-        out = {"rollout/is_mean": is_w[mask].mean().item(), "rollout/is_capped": capped}
-    weight, row_count = algo["normaliser"](mask, weight, a)  # [N, R], [N]
-    sums, norms = torch.zeros(5, device=mask.device), []  # loss, clipfrac, clipfrac_dual, approx_kl, router loss
-    coef, extra = run.router_coef, {}
+        weight, n = weight * is_w, reduce(run, live.sum().double()).clamp(min=1)
+        out = {"rollout/is_mean": (reduce(run, (is_w * live).sum().double()) / n).item(),
+               "rollout/is_capped": (reduce(run, ((is_w >= a.is_cap) & live).sum().double()) / n).item()}
+    per_rank = a.mini_batch_prompts // run.world * a.group_size  # a mini-batch's rows on each rank
+    losses, sums, norms = [], torch.zeros(4, dtype=torch.float64, device=mask.device), []
     model.train()  # HF checkpoints its layers (--gradient_checkpointing) in training mode only; dropout is off
-    for groups in plans:  # one optimizer step per mini-batch
-        count = reduce(run, row_count[torch.cat(groups)].sum().double()).clamp(min=1)  # the mini-batch's normaliser
+    for k, groups in enumerate(plans):  # one optimizer step per mini-batch
+        block = slice(k * per_rank, (k + 1) * per_rank)  # the mini-batch's rows, before any was dropped
+        count = reduce(run, row_count[block].sum().double()).clamp(min=1)  # the mini-batch's normaliser
         # (1 when it counts no token: forking's or a lam subset's mini-batch may choose none; 0, not 0 / 0, is its sum)
-        seen = reduce(run, batch["attention_mask"][torch.cat(groups)].sum().double())  # its tokens, for the MoE's
+        seen = reduce(run, batch["attention_mask"][block].sum().double())  # its tokens, for the MoE's router loss
+        loss = torch.zeros(2, device=mask.device)  # policy, router: this rank's part of the mini-batch's loss
         for j, rows in enumerate(groups):
             with run.sharding.no_sync(model, sync=j == len(groups) - 1):  # gradients reduced once a mini-batch
-                ids, am, Rm = micro_batch(batch, rows)
-                with autocast(mask.device, bf16_compute(a, mask.device)):
-                    logp = response_logprobs(model, ids, am, Rm, a.temperature, a.head_chunk_tokens, checkpoint=True,
-                                             extra=extra)[0]
-                logp, m, w, old = logp.float(), mask[rows, :Rm], weight[rows, :Rm], batch["old_logp"][rows, :Rm]
-                if algo["step_weights"]:  # FIPO departs from DAPO here: weights from the new log-probs
-                    f, m = algo["step_weights"](run, logp, old, adv[rows], m)
-                    w = w * f
-                loss, met = policy_loss(logp, old, adv[rows], m, w, num_tokens=count, **algo["gate"](a))
-                router = coef * extra["aux_loss"].float() * am.sum() / seen if coef else loss.new_zeros(())
-                ((loss + router) * run.world).backward()  # an MoE's load balancing, its micro-batches token-weighted
-            sums += torch.stack([loss.detach() * run.world * len(groups), met["clipfrac"], met["clipfrac_dual"],
-                                 met["approx_kl"], router.detach() * run.world * len(groups)]).float()
+                part, metrics = micro_batch_loss(run, batch, adv, weight, live, rows, count, seen)
+                (part.sum() * run.world).backward()
+            loss, sums = loss + part.detach() * run.world, sums + metrics
+        if not groups:  # no rank forwards a row of it: the gradient is 0, as its forwards would have left it
+            for p in model.parameters():
+                if p.grad is None:
+                    p.grad = torch.zeros_like(p)
         norm = float(torch.nn.utils.clip_grad_norm_(model.parameters(), a.max_grad_norm))  # global, under FSDP too
         if math.isfinite(norm):
             run.optimizer.step()
         else:
             warnings.warn(f"non-finite gradient norm {norm}: optimizer step skipped")
         run.sharding.zero_grad(run.optimizer)
+        losses.append(loss)
         norms.append(norm)
     model.eval()
-    means = (sums / sum(map(len, plans))).tolist()  # one device sync per rollout
-    names = ("loss/policy", "loss/clipfrac", "loss/clipfrac_dual", "loss/approx_kl") + ("loss/router",) * bool(coef)
-    return dict(out, **dict(zip(names, means)), grad_norm=sum(norms) / len(norms))
+    sums = reduce(run, sums)  # clipped, dual-clipped, k3 KL and the count of the tokens with a gradient, all ranks
+    means = (torch.stack(losses).mean(0).tolist() + (sums[:3] / sums[3].clamp(min=1)).tolist())  # one sync
+    names = ("loss/policy", "loss/router", "loss/clipfrac", "loss/clipfrac_dual", "loss/approx_kl")
+    out.update((name, x) for name, x in zip(names, means) if name != "loss/router" or run.router_coef)
+    return dict(out, grad_norm=sum(norms) / len(norms))
+
+
+def micro_batch_loss(run, batch, adv, weight, live, rows, count, seen):
+    """One micro-batch's forward: its terms of the mini-batch's policy loss (Eq. B/E over `count`) and router loss
+    [2], and the token sums of its metrics [4] (clipped, dual-clipped, k3 KL, tokens). No rows: 0, with a gradient
+    of 0 through the whole model (the forward and backward the other ranks' collectives wait for)."""
+    a, algo, mask = run.args, run.algo, batch["response_mask"]
+    ids, am, Rm = micro_batch(batch, rows)
+    extra = {}
+    with autocast(mask.device, bf16_compute(a, mask.device)):
+        logp = response_logprobs(run.train_model, ids, am, Rm, a.temperature, a.head_chunk_tokens, checkpoint=True,
+                                 extra=extra)[0][:len(rows)]  # [b, Rm]
+    logp, m, w, old = logp.float(), live[rows, :Rm], weight[rows, :Rm], batch["old_logp"][rows, :Rm]
+    if algo["step_weights"]:  # FIPO departs from DAPO here: weights from the new log-probs
+        f, m = algo["step_weights"](run, logp, old, adv[rows], m)
+        w = w * f
+    loss, met = policy_loss(logp, old, adv[rows], m, w, num_tokens=count, **algo["gate"](a))
+    router = (run.router_coef * extra["aux_loss"].float() * am.sum() / seen if run.router_coef
+              else loss.new_zeros(()))  # an MoE's load balancing, its micro-batches token-weighted
+    n = m.sum().double()
+    metrics = torch.stack([met["clipfrac"] * n, met["clipfrac_dual"] * n, met["approx_kl"] * n, n]).double()
+    return torch.stack([loss, router]), metrics
 
 
 def router_loss_coef(config):
@@ -1291,6 +1354,7 @@ class Args:
     max_grad_norm: float = arg(1.0, "gradient clipping (paper: 1.0)")
     mini_batch_prompts: int = arg(16, "prompts per optimizer step, all ranks (paper: 32, so 4 steps a rollout)")
     max_tokens_per_micro_batch: int = arg(16384, "padded tokens of one forward/backward on one rank; longer: alone")
+    skip_zero_advantage: bool = arg(True, "no forward for rows of advantage 0 (groups of equal rewards): exact")
     head_chunk_tokens: int = arg(2048, "the LM head runs on slices of this many positions (no [b, R, V] logits)")
     epochs: int = arg(2, "passes over the training prompts (paper: 2)")
     max_steps: int = arg(200, "rollout steps; 0 = run all epochs")

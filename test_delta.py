@@ -833,6 +833,95 @@ def test_two_processes_match_one_process(tiny, tmp_path, engine):
             assert torch.allclose(st[key], two["optim"]["state"][name][key], rtol=1e-4, atol=1e-6), (name, key)
 
 
+# ------------------------------------------------------------------------------------- rows of advantage 0
+PLANTED = [[1] * 4, [0] * 4, [1, 0, 0, 1], [0, 1, 1, 1],  # mini-batch 1: the first two groups of zero spread
+           [1] * 4, [0] * 4, [1] * 4, [0] * 4]  # mini-batch 2: every group of zero spread
+
+
+def planted_rewards(run, batch, rows):
+    """In place of the verifier: the rewards of PLANTED by the prompt's place in the step (step_prompts hands rank r
+    the r-th share of each mini-batch), so on 2 ranks rank 0 holds only zero-spread groups in the first mini-batch."""
+    per = run.args.mini_batch_prompts // run.world
+    places = [k // per * run.args.mini_batch_prompts + run.rank * per + k % per for k in range(len(rows))]
+    correct = torch.tensor([float(x) for p in places for x in PLANTED[p]])
+    return correct, correct.to(run.device)
+
+
+def skip_runs(tiny, rank=0, world=1, engine="ddp", **changes):
+    """One rl_step of every algorithm from the same weights, with and without --skip_zero_advantage (AdamW with its
+    weight decay; the second mini-batch's step moves the weights through the first's momentum only)."""
+    delta.verify, out = planted_rewards, {}
+    for algo in delta.ALGOS:
+        for skip in (True, False):
+            model, tok = delta.load_model(tiny, torch.device("cpu"))
+            args = Args(model=tiny, algo=algo, fsdp=engine == "fsdp", prompts_per_step=8, group_size=4,
+                        mini_batch_prompts=4, max_new_tokens=12, max_prompt_length=32, lr=1e-2, precision="fp32",
+                        max_tokens_per_micro_batch=60, skip_zero_advantage=skip, **changes)
+            delta.resolve_defaults(args)
+            run = delta.make_run(args, model, tok, tiny, rank, world, train_rows=tasks.addition_task(0, 0)[0])
+            run.reward_stats = dict(timeouts=0, errors=0)
+            torch.manual_seed(rank)
+            m = delta.rl_step(run, 0)
+            out[algo, skip] = dict(metrics=m, state=run.sharding.model_state(run.train_model))
+            del run, model
+    return out
+
+
+def _skip_worker(rank, world, tmp, tiny, engine):
+    import torch.distributed as dist
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", init_method=f"file://{tmp}/rendezvous", rank=rank, world_size=world)
+    try:
+        out = skip_runs(tiny, rank, world, engine)
+        if rank == 0:
+            torch.save(out, f"{tmp}/skip.pt")
+    finally:
+        dist.destroy_process_group()
+
+
+@pytest.mark.parametrize("world,engine", [(1, "ddp"), (2, "ddp"), (2, "fsdp")])
+def test_skipping_the_rows_of_advantage_zero_is_exact(tiny, tmp_path, world, engine):
+    """--skip_zero_advantage forwards only the rows of non-zero advantage in scoring and the update (forking
+    scores every row: its entropy ranks them all), yet each algorithm's step is the unskipped one's: the same
+    weights (fp32 rounding of other micro-batch sums), loss, gradient norm and token metrics. On 2 processes rank 0
+    holds no row to train in the first mini-batch (it runs empty micro-batches for the collectives), and no rank
+    holds one in the second (no forward; AdamW steps on the gradient 0 as it would have)."""
+    if world == 1:
+        got = skip_runs(tiny)
+    else:
+        mp.spawn(_skip_worker, args=(world, str(tmp_path), tiny, engine), nprocs=world, join=True)
+        got = torch.load(f"{tmp_path}/skip.pt", weights_only=False)
+    for algo in delta.ALGOS:
+        skip, full = got[algo, True], got[algo, False]
+        assert skip["metrics"]["rows/trained"] == 0.25 and full["metrics"]["rows/trained"] == 1.0, algo
+        assert skip["metrics"]["rows/scored"] == (1.0 if algo == "forking" else 0.25), algo
+        for key in ("loss/policy", "grad_norm", "loss/clipfrac", "loss/approx_kl", "entropy/trained", "reward/mean"):
+            assert skip["metrics"][key] == pytest.approx(full["metrics"][key], rel=1e-4, abs=1e-7), (algo, key)
+        assert ("entropy" in skip["metrics"]) == (algo == "forking") and "entropy" in full["metrics"]
+        for k, x in full["state"].items():
+            assert torch.allclose(skip["state"][k], x, atol=1e-6), (algo, k)
+        # the first mini-batch's step moved the weights (lam_bottom's half here is the zero rows' tokens: lam_zero)
+        assert (full["metrics"]["grad_norm"] > 0) == (algo != "lam_bottom"), algo
+
+
+def test_a_batch_of_zero_spread_runs_no_forward_and_moves_no_weight(tiny, monkeypatch):
+    """Every group's rewards equal: neither pass forwards a row and the weights stay as they were (AdamW's first
+    step on a gradient of 0; weight decay is off here, since it moves every weight on any step, skipped or not)."""
+    monkeypatch.setattr(delta, "verify", lambda run, batch, rows: (torch.ones(len(rows) * 4),) * 2)
+    for algo in ("delta", "dapo", "forking"):
+        run = make_run(tiny, algo=algo, prompts_per_step=8, group_size=4, mini_batch_prompts=4, max_new_tokens=12,
+                       max_prompt_length=32, weight_decay=0.0, precision="fp32")
+        run.train_rows, run.reward_stats = tasks.addition_task(0, 0)[0], dict(timeouts=0, errors=0)
+        before = {k: x.clone() for k, x in run.model.state_dict().items()}
+        forwards = []
+        run.model.register_forward_hook(lambda module, args, output: forwards.append(module.training))
+        m = delta.rl_step(run, 0)
+        assert forwards and not any(forwards)  # generation's forwards only (in eval mode): none in the update
+        assert m["rows/trained"] == 0 and m["grad_norm"] == 0
+        assert m["rows/scored"] == (1.0 if algo == "forking" else 0.0)
+        assert all(torch.equal(x, run.model.state_dict()[k]) for k, x in before.items()), algo
+
+
 # ------------------------------------------------------------------------------------- arguments
 @pytest.mark.parametrize("change,message", [
     (dict(group_size=1), "--group_size"),
@@ -910,7 +999,8 @@ def test_end_to_end_runs_changes_weights_and_resumes_exactly(tmp_path):
     for key in ("reward/mean", "reward/acc", "response/length", "response/truncated", "groups/zero_std",
                 "delta/lam_mean", "delta/lam_std", "delta/lam_min", "delta/lam_max", "delta/gamma_pos",
                 "delta/gamma_neg", "delta/disc_acc", "loss/policy", "loss/clipfrac", "loss/approx_kl",
-                "grad_norm", "entropy", "time/generate", "time/score", "time/train"):
+                "grad_norm", "entropy/trained", "rows/scored", "rows/trained", "time/generate", "time/score",
+                "time/train"):
         assert all(key in r for r in steps), key
     assert any("eval/accuracy" in r for r in rows if r["step"] == 0) and "eval/accuracy" in steps[-1]
     init = load_file(os.path.join(a, "tiny-init", "model.safetensors"))
@@ -1519,6 +1609,9 @@ def test_an_moes_load_balancing_loss_is_added_when_its_config_asks(tmp_path, rou
     run, batch, adv, packed, plans = fixed_rollout(path, n_prompts=2, max_grad_norm=1e9)
     assert len(plans) == 1 and len(plans[0]) == 1  # one optimizer step of one micro-batch
     lam = lam_of(run, batch, adv, packed)
+    planted = torch.where(torch.arange(len(adv)) < 4, 0.0, adv)  # a group of zero spread: scored never, trained
+    trained, scored = delta.forwarded_rows(run, planted)  # only where the router loss has a gradient on it
+    assert bool(trained.all()) == router_logits and torch.equal(scored, planted != 0)
     reference = __import__("copy").deepcopy(run.model)
     run.optimizer = torch.optim.SGD(run.model.parameters(), lr=0.1)
     out = delta.update(run, batch, adv, lam, plans)

@@ -54,7 +54,7 @@ def metrics(d):
     return {"auc_sampled": area(sampled), "final_sampled": sampled[-1][1], "auc_greedy": area(greedy),
             "final_greedy": greedy[-1][1], "start_sampled": sampled[0][1],
             "length": sum(r["response/length"] for r in steps[-10:]) / 10,
-            "entropy": sum(r["entropy"] for r in steps[-10:]) / 10,
+            "entropy": sum(r["entropy/trained"] for r in steps[-10:]) / 10,  # the rows of non-zero advantage
             "seconds": sum(r["time/generate"] + r["time/score"] + r["time/train"] for r in steps)}
 
 
@@ -74,7 +74,7 @@ def report(out):
     if passed is False:  # the rule: no DelTA-vs-DAPO comparison on a task the positive control cannot pass
         done = {arm: runs if arm in ("dapo", "oracle") else {} for arm, runs in done.items()}
     lines = ["| arm | runs | start (sampled) | AUC sampled | final sampled | AUC greedy | final greedy | "
-             "length (last 10) | entropy (last 10) |", "|---" * 9 + "|"]
+             "length (last 10) | entropy of rows trained (last 10) |", "|---" * 9 + "|"]
     for arm, runs in done.items():
         if runs:
             col = lambda k: "{:.1f} ± {:.1f}".format(*[100 * x for x in mean_ci([r[k] for r in runs.values()])[::2]])

@@ -7,7 +7,9 @@
 
 The arguments are delta.py's (same names, same defaults) plus --world_size, --mean_response_tokens (the
 expected response length: the features and the packing scale with it; default half of --max_new_tokens)
-and --gpu_gib (the GPU's memory, for vLLM's share; default 79.6, an 80 GB card); --verl_tokens N prints verl's
+and --gpu_gib (the GPU's memory, for vLLM's share; default 79.6, an 80 GB card), --zero_spread (the expected share
+of groups whose rewards are all equal: no features, and no forwards under --skip_zero_advantage; default 0, the
+bound); --verl_tokens N prints verl's
 FSDP2 actor update on a micro-batch of N packed tokens instead (examples/verl_delta.sh, verl_update).
 Otherwise it prints each phase of an RL step (rl_step's generate, score, coefficients and update) with what it
 holds beyond the state held throughout, its total and the peak, for the features held on the GPU (delta.py's
@@ -91,7 +93,7 @@ def value_cache_in_key_dtype(version=None):
 
 
 def estimate(cfg, args, world_size, fsdp, features="packed", mean_response_tokens=None, gpu=True,
-             prompt_tokens=None, gpu_bytes=79.6 * GiB, transformers_version=None, micro_batches=None):
+             prompt_tokens=None, gpu_bytes=79.6 * GiB, transformers_version=None, micro_batches=None, zero_spread=0.0):
     """Bytes per GPU: ({phase: {component: bytes}}, {host item: bytes per rank}). Phase "always" is held through a
     step; each of PHASES adds its own. features: packed (on the GPU; on a GPU where they do not fit beside the
     scoring pass, in host memory as engines.feature_buffer decides) | offload | none. gpu: the GPU's dtypes
@@ -100,7 +102,8 @@ def estimate(cfg, args, world_size, fsdp, features="packed", mean_response_token
     transformers_version: the KV cache's V dtype follows it (default: the installed one). micro_batches: the update's
     micro-batches on this rank as delta.micro_batches packed them, a list per mini-batch of (padded tokens b T, the
     sum of T^2 over its rows, response tokens b R); default: each at engines.micro_batch_bounds, two a mini-batch
-    unless one holds all its rows at full length."""
+    unless one holds all its rows at full length. zero_spread: the expected share of groups whose rewards are all
+    equal: their rows have no feature and, with --skip_zero_advantage, no micro-batch (0: every group, the bound)."""
     s, n = shape(cfg), parameters(cfg)
     H, L, V, I = s["H"], s["L"], s["V"], s["I"]
     bf16 = args.precision == "bf16" or (args.precision == "auto" and gpu)
@@ -112,7 +115,7 @@ def estimate(cfg, args, world_size, fsdp, features="packed", mean_response_token
     P, R = prompt_tokens or args.max_prompt_length, args.max_new_tokens
     seq = P + R
     mean = R if mean_response_tokens is None else mean_response_tokens
-    side = N * mean  # tokens with a feature (responses of non-zero advantage; all, as an upper bound)
+    side = N * mean * (1 - zero_spread)  # tokens with a feature: the responses of non-zero advantage
     always = {"weights (fp32)": 4 * n["total"] / shard,
               "AdamW state (fp32 exp_avg, exp_avg_sq)": 8 * n["total"] / shard}
     if world_size > 1 and not fsdp:  # DDP's buckets hold the gradients (gradient_as_bucket_view) for good
@@ -221,7 +224,8 @@ def estimate(cfg, args, world_size, fsdp, features="packed", mean_response_token
             "the larger of a head slice's backward and a layer's": max(head_backward, layer_backward)})}
 
     bound = (tokens, square, response)
-    rows = args.mini_batch_prompts // world_size * args.group_size  # a mini-batch's rows on this rank
+    rows = args.mini_batch_prompts // world_size * args.group_size  # a mini-batch's rows on this rank, forwarded
+    rows *= 1 - zero_spread if args.skip_zero_advantage else 1
     plans = micro_batches or [[bound] * (1 if rows * seq <= args.max_tokens_per_micro_batch else 2)]
     step = {"AdamW's foreach step: a temporary sqrt of exp_avg_sq (GPU)": 4 * n["total"] / shard * gpu}
     candidates = [("optimizer step", dict(grads, **step))]  # after a mini-batch's last backward
@@ -307,11 +311,11 @@ def verl_update(cfg, args, world_size, tokens, flash_attn=False, mean_response_t
     return held, {"the plugin's features (bf16, every valid response token, exact-size pinned)": N * mean * H * 2}
 
 
-def table(cfg, args, world_size, mean_response_tokens, gpu_bytes):
+def table(cfg, args, world_size, mean_response_tokens, gpu_bytes, zero_spread=0.0):
     """Markdown: each phase's components and totals for DDP and FSDP2, GiB per GPU."""
     features = "none" if not delta.ALGOS[args.algo]["features"] else "offload" if args.offload_features else "packed"
-    results = {f: estimate(cfg, args, world_size, f, features, mean_response_tokens, gpu_bytes=gpu_bytes)
-               for f in (False, True)}
+    results = {f: estimate(cfg, args, world_size, f, features, mean_response_tokens, gpu_bytes=gpu_bytes,
+                           zero_spread=zero_spread) for f in (False, True)}
     lines = ["| GiB per GPU | DDP | FSDP2 |", "|---|---|---|"]
     cell = lambda x: f"{x / GiB:.1f}" if x is not None else ""
     for ph in ("always",) + PHASES:
@@ -352,7 +356,8 @@ def verl_table(cfg, args, world_size, tokens, mean):
 
 
 def main(argv):
-    options = {"--world_size": 8, "--mean_response_tokens": 0, "--gpu_gib": 79.6, "--verl_tokens": 0}
+    options = {"--world_size": 8, "--mean_response_tokens": 0, "--gpu_gib": 79.6, "--verl_tokens": 0,
+               "--zero_spread": 0.0}
     for flag in options:
         if flag in argv:
             i = argv.index(flag)
@@ -369,7 +374,7 @@ def main(argv):
     if options["--verl_tokens"]:  # verl's engine (examples/verl_delta.sh) instead of delta.py's
         print(verl_table(cfg, args, world, int(options["--verl_tokens"]), mean))
     else:
-        print(table(cfg, args, world, mean, options["--gpu_gib"] * GiB))
+        print(table(cfg, args, world, mean, options["--gpu_gib"] * GiB, options["--zero_spread"]))
 
 
 if __name__ == "__main__":

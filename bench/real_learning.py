@@ -149,12 +149,12 @@ def report(out):
         evals = [(r["step"], r["eval/accuracy"], r.get("eval/answered")) for r in metrics if "eval/accuracy" in r]
         print(f"\n{name}: {len(steps)} RL steps")
         print("| step | held-out greedy accuracy | answered | training reward/acc (mean of the 20 steps before) |"
-              " response length | entropy |\n|---|---|---|---|---|---|")
+              " response length | entropy (rows trained) |\n|---|---|---|---|---|---|")
         for step, acc, answered in evals:
             window = [r for r in steps if step - 20 < r["step"] <= step]
             mean = lambda k: sum(r[k] for r in window) / len(window) if window else float("nan")  # noqa: E731
             print(f"| {step} | {100 * acc:.1f} % | {100 * (answered or 0):.0f} % | {100 * mean('reward/acc'):.1f} % | "
-                  f"{mean('response/length'):.1f} | {mean('entropy'):.3f} |")
+                  f"{mean('response/length'):.1f} | {mean('entropy/trained'):.3f} |")
         if steps:
             phases = ("generate", "reward", "score", "coefficients", "train")
             t = {p: sum(r[f"time/{p}"] for r in steps) / len(steps) for p in phases}

@@ -208,7 +208,7 @@ def plot(out, task, methods, seeds_of, docs):
         return
     fig, axes = plt.subplots(1, 3, figsize=(16, 4.2))
     for ax, (key, label) in zip(axes, (("eval/accuracy", "held-out accuracy"), ("response/length", "response length"),
-                                       ("entropy", "entropy"))):
+                                       ("entropy/trained", "entropy of the rows trained"))):
         for method in methods:
             runs = [folder(out, task, method, s) for s in seeds_of(method)]
             curves = [dict(curve(read(d), key)) for d in runs if os.path.exists(os.path.join(d, "final"))]

@@ -10,6 +10,10 @@ weeks, beside bench/memory.py (which says whether a step fits). Arithmetic, no G
     update    the forward again, gradient checkpointing's recompute and the backward (2 x the forward): 4 forwards;
               FSDP2's collectives overlap it (docs/scale.md)
 
+Score and update run only the rows of non-zero advantage (--skip_zero_advantage, delta.py's default): with
+--zero_spread Z, the expected share of groups whose rewards are all equal, they forward 1 - Z of the tokens (forking
+scores every row).
+
     python bench/steptime.py --model bench/configs/qwen3-8b-base.json --gpu h100 --world_size 8 \\
         --prompts_per_step 128 --group_size 16 --max_prompt_length 2048 --max_new_tokens 20480 --vllm --fsdp \\
         --gradient_checkpointing --mean_response_tokens 10240 --mean_prompt_tokens 256 --steps 1608
@@ -58,7 +62,8 @@ def calibrated_mfu(path, gpu):
     return sum(fwd) / len(fwd), sum(bwd) / len(bwd)
 
 
-def step_minutes(cfg, args, world, gpu, mean_prompt, mean_response, mfu=(0.4, 0.4), hbm_efficiency=0.8):
+def step_minutes(cfg, args, world, gpu, mean_prompt, mean_response, mfu=(0.4, 0.4), hbm_efficiency=0.8,
+                 zero_spread=0.0):
     """{phase: minutes} of one step on each GPU (every GPU does its share at once)."""
     s, n = memory.shape(cfg), memory.parameters(cfg)
     seqs = args.prompts_per_step * args.group_size / world  # this GPU's responses
@@ -71,8 +76,10 @@ def step_minutes(cfg, args, world, gpu, mean_prompt, mean_response, mfu=(0.4, 0.
     tail = (args.max_new_tokens - mean_response) * 2 * n["total"] / bandwidth  # the longest, alone at the end
     generate = seqs * mean_response / batch * decode_step + max(0.0, tail)
     forward = forward_flops(cfg, tokens, context)
-    return {"generate": generate / 60, "score": forward / (gpu["flops"] * mfu[0]) / 60,
-            "update": 4 * forward / (gpu["flops"] * mfu[1]) / 60}
+    kept = 1 - zero_spread if args.skip_zero_advantage else 1.0  # the rows forwarded
+    scored = 1.0 if delta.ALGOS[args.algo]["score_all"] else kept
+    return {"generate": generate / 60, "score": scored * forward / (gpu["flops"] * mfu[0]) / 60,
+            "update": kept * 4 * forward / (gpu["flops"] * mfu[1]) / 60}
 
 
 def main(argv):
@@ -85,17 +92,20 @@ def main(argv):
     p.add_argument("--mfu", type=float, default=0.4)
     p.add_argument("--hbm_efficiency", type=float, default=0.8)
     p.add_argument("--calibrate", default="", help="a bench/gpu_check.py table: MFU from its ms per token")
+    p.add_argument("--zero_spread", type=float, default=0.0, help="expected share of groups with all rewards equal")
     opts, rest = p.parse_known_args(argv)
     args = delta.parse_args(rest)
     cfg, gpu = memory.read_config(args.model), GPUS[opts.gpu]
     mean = opts.mean_response_tokens or args.max_new_tokens // 2
     mfu = calibrated_mfu(opts.calibrate, GPUS["h200"]) if opts.calibrate else (opts.mfu, opts.mfu)
-    minutes = step_minutes(cfg, args, opts.world_size, gpu, opts.mean_prompt_tokens, mean, mfu, opts.hbm_efficiency)
+    minutes = step_minutes(cfg, args, opts.world_size, gpu, opts.mean_prompt_tokens, mean, mfu, opts.hbm_efficiency,
+                           opts.zero_spread)
     total = sum(minutes.values())
     print(f"{args.model} on {opts.world_size} x {opts.gpu}: {args.prompts_per_step} x {args.group_size} responses, "
           f"mean prompt {opts.mean_prompt_tokens} + response {mean} tokens; MFU {mfu[0]:.2f} forward, {mfu[1]:.2f} "
           f"forward + backward{' (calibrated)' if opts.calibrate else ' (assumed)'}, HBM efficiency "
-          f"{opts.hbm_efficiency}\n\n| phase | minutes a step | share |\n|---|---|---|")
+          f"{opts.hbm_efficiency}; zero-spread groups {opts.zero_spread:.0%} (skipped: "
+          f"{args.skip_zero_advantage})\n\n| phase | minutes a step | share |\n|---|---|---|")
     for k, x in minutes.items():
         print(f"| {k} | {x:.1f} | {x / total:.0%} |")
     print(f"| **step** | **{total:.1f}** | |")
