@@ -1069,6 +1069,11 @@ def main(args):
         why = " (inferred: the rows carry test specs)" if given == "auto" and args.reward == "code" else ""
         fmt = f", answers: {args.answer_format}" if args.reward == "math" else ""
         print(f"reward: {args.reward}{why}{fmt}, prompts up to {args.max_prompt_length} tokens", file=sys.stderr)
+        if args.dataset:  # what the model sees and what it is graded against, before any step
+            first = train_rows[0]
+            gold = f"\nits gold answer: {first['answer']!r}" if args.reward == "math" else ""
+            print(f"the first prompt as the model sees it:\n{prompt_text(tok, first['question'], args.instruction)}"
+                  f"{gold}", file=sys.stderr)
     if not source:
         source = os.path.join(args.output_dir, "tiny-init")
         if rank == 0:
@@ -1484,6 +1489,12 @@ def resolve_defaults(args, kind=None, rows=()):
     args.reward = kind
     asked = collections.Counter(rewards.asked_format(r["question"]) for r in rows) if args.dataset else {}
     asked = max(asked, key=asked.get) if asked else None  # what most prompts ask for themselves, if anything
+    other = collections.Counter(rewards.asked_format(r["question"], graded=False) for r in rows if kind == "math")
+    other.pop(None, None)
+    if other and not asked and "auto" in (args.answer_format, args.instruction):
+        raise ArgumentError(f"{sum(other.values())} of {len(rows)} prompts ask for {max(other, key=other.get)}, an answer "
+                            f"format no rule here grades: give --answer_format ({' | '.join(rewards.ANSWER_FORMATS)}) "
+                            "and --instruction (the text that asks for it; '' to leave the prompts as they are)")
     if args.answer_format == "auto":
         args.answer_format = asked or "boxed"
     elif asked and asked != args.answer_format and kind == "math":

@@ -154,18 +154,23 @@ ANSWER_FORMATS = {  # where a response states its final answer -> the instructio
     "boxed": "Put the final answer in \\boxed{}.",  # the paper's; MATH, DeepMath
     "answer_line": "End your response with a line of the form 'Answer: X', where X is the final answer.",  # DAPO-Math
     "last_number": "Give the answer as a number at the end of your response.",  # small models' arithmetic
+    "hashes": "End your response with a line of the form '#### X', where X is the final answer.",  # GSM8K's
 }
 # A prompt that already asks for a format (DAPO-Math-17k's own text asks for an `Answer:` line) needs no instruction.
 _ASKS = {"answer_line": re.compile(r"(?i)\b(?:form|after|with)\W{0,3}answer\s*:"),
-         "boxed": re.compile(r"\\boxed")}
+         "boxed": re.compile(r"\\boxed"),
+         "hashes": re.compile(r"####")}  # verl's GSM8K prompts: 'output the final answer after "####"'
+_UNGRADED = {"<answer></answer> tags": re.compile(r"<answer>")}  # formats prompts ask for that no rule here reads
+_HASHES = re.compile(r"####[ \t]*([^\n]*)")  # GSM8K: the rest of the line after the last `####`
 _NUMBER = re.compile(r"(?<![\w.])[-+]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:\s*/\s*\d+)?(?!\w)")
 _ANSWER_LINE = re.compile(r"(?i)\banswer\s*\**\s*[:：]\**[ \t]*([^\n]*)")  # as DAPO's: the last `Answer:`, its line
 
 
-def asked_format(prompt):
-    """The answer format a prompt's own text asks for (a string, or a list of chat messages), or None."""
+def asked_format(prompt, graded=True):
+    """The answer format a prompt's own text asks for (a string, or a list of chat messages), or None; with
+    graded=False, the name of a format it asks for that no rule of ANSWER_FORMATS reads (`<answer>` tags), or None."""
     text = prompt if isinstance(prompt, str) else " ".join(str(m.get("content", "")) for m in prompt)
-    return next((fmt for fmt, pattern in _ASKS.items() if pattern.search(text)), None)
+    return next((fmt for fmt, pattern in (_ASKS if graded else _UNGRADED).items() if pattern.search(text)), None)
 
 
 def _after_think(response):
@@ -176,7 +181,12 @@ def extract_answer(response, answer_format="boxed"):
     """The final answer of `response` after the last </think>, or None (missing, empty or unclosed). boxed: the last
     brace-matched \\boxed{...} (or \\fbox{...}, or `\\boxed x`); answer_line: the rest of the last line that
     follows the last `Answer:` (a box in it: the box's content; as DAPO's verifier reads it); last_number: the last
-    number (an integer, decimal or fraction, thousands separators dropped)."""
+    number (an integer, decimal or fraction, thousands separators dropped); hashes: the rest of the line after the
+    last `####` (GSM8K's convention)."""
+    if answer_format == "hashes":
+        lines = _HASHES.findall(_after_think(response))
+        answer = lines[-1].strip("$ ").rstrip(".").strip("$ ") if lines else ""
+        return answer or None
     if answer_format == "answer_line":
         lines = _ANSWER_LINE.findall(_after_think(response))
         answer = lines[-1].strip() if lines else ""
@@ -784,7 +794,10 @@ def _gold_text(gold):
 
 def _math_check(response, gold, answer_format="boxed"):
     """Runs in a worker: 1.0 or 0.0, never raises. The project's exact ladder, then math-verify's verdict
-    minus the vetoes, for the final answer (boxed: the last box and a final run of boxes)."""
+    minus the vetoes, for the final answer (boxed: the last box and a final run of boxes). A list of golds (the
+    acceptable answers, as Skywork-OR1 stores them): 1.0 if any is matched."""
+    if isinstance(gold, (list, tuple)):
+        return max((_math_check(response, g, answer_format) for g in gold), default=0.0)
     try:
         gold_text = _gold_text(gold)
         raw_gold = gold_text if isinstance(gold, (int, float)) else str(gold)
@@ -1364,21 +1377,28 @@ def dataset_rows(rows, prompt_key="question", answer_key="final_answer", schema=
     if schema != "math":
         pairs = code_rows(rows, schema, None if prompt_key == "question" else prompt_key, answer_key)
         return "code", [{"question": prompt, "answer": spec} for prompt, spec in pairs]
-    out = []
+    out, cut = [], []
     for i, r in enumerate(rows):
         try:
-            row = {"question": _question(get_field(r, prompt_key), i, prompt_key), "answer": get_field(r, answer_key)}
+            row = {"question": _question(get_field(r, prompt_key), i, prompt_key, cut),
+                   "answer": gold_answer(get_field(r, answer_key), i, answer_key)}
         except KeyError as e:
-            raise DataError(f"row {i}: {e.args[0]}; the columns are {sorted(r)} (set --prompt_key/--answer_key; a "
-                            "dotted key reads a nested column)") from None
+            raise DataError(f"row {i}: {e.args[0]} (set --prompt_key/--answer_key; a dotted key reads a nested "
+                            "column)") from None
         if "solution" in r:  # a worked solution: the tiny default's supervised warm start reads it
             row["solution"] = r["solution"]
         out.append(row)
+    if cut and int(os.environ.get("RANK", "0")) == 0:
+        print(f"--prompt_key {prompt_key}: {len(cut)} of {len(rows)} chat prompts end after the user's last turn "
+              "with other turns (an assistant's solution, as NuminaMath-CoT's and OpenR1's messages): each is cut "
+              "before them, so the model never sees the answer", file=sys.stderr)
     return "math", out
 
 
-def _question(value, i, key):
-    """A prompt column's value as text or as chat messages (a JSON string of a message list is read as one)."""
+def _question(value, i, key, cut=None):
+    """A prompt column's value as text or as chat messages (a JSON string of a message list is read as one), the
+    messages kept through the user's last turn (a later assistant turn is a solution: the row's index goes to
+    `cut`). Anything else is refused, naming --prompt_key."""
     if isinstance(value, str) and value.lstrip().startswith("[{"):
         with contextlib.suppress(ValueError):
             value = json.loads(value)
@@ -1386,9 +1406,43 @@ def _question(value, i, key):
         return value
     if isinstance(value, (list, tuple)) and value and all(isinstance(m, dict) and isinstance(m.get("content"), str)
                                                           and m.get("role") for m in value):
-        return [{"role": m["role"], "content": m["content"]} for m in value]
-    raise DataError(f"row {i}: column {key!r} holds {type(value).__name__} {str(value)[:80]!r}, neither text nor a "
-                    "list of chat messages with role and content")
+        last = max((j for j, m in enumerate(value) if m["role"] == "user"), default=None)
+        if last is None:
+            raise DataError(f"row {i}: --prompt_key {key} holds chat messages without a user turn")
+        if last < len(value) - 1 and cut is not None:
+            cut.append(i)
+        return [{"role": m["role"], "content": m["content"]} for m in value[:last + 1]]
+    hint = f": name the text's field, e.g. --prompt_key {key}.{next(iter(value))}" if isinstance(value, dict) else ""
+    raise DataError(f"row {i}: --prompt_key {key} holds {type(value).__name__} {str(value)[:80]!r}, neither text nor "
+                    f"a list of chat messages with role and content{hint}")
+
+
+def gold_answer(value, i, key):
+    """An answer column's value reduced to the answer by its dataset's convention: GSM8K's worked solution ending
+    in `#### 72` gives 72; a text with \\boxed{} its final box (or run of boxes: MATH's solutions); a list of
+    answers (a list column, or a JSON list of strings as Skywork-OR1's ground_truth) the list, graded any-of; a
+    number or other text itself. An object, a list of anything else or nothing is refused, naming --answer_key."""
+    if isinstance(value, str) and value.lstrip().startswith("["):
+        with contextlib.suppress(ValueError):
+            parsed = json.loads(value)
+            if isinstance(parsed, list) and parsed and all(isinstance(x, str) for x in parsed):
+                value = parsed  # quoted answers: a list of them ("[1, 2]" unquoted stays text, an interval)
+    if isinstance(value, (list, tuple)):
+        if not value or not all(isinstance(x, (str, int, float)) and not isinstance(x, bool) for x in value):
+            raise DataError(f"row {i}: --answer_key {key} holds a list {str(value)[:80]!r}, not a list of answers")
+        golds = [gold_answer(x, i, key) for x in value]
+        return golds[0] if len(golds) == 1 else golds
+    if isinstance(value, dict):
+        field = "ground_truth" if "ground_truth" in value else next(iter(value), "field")
+        raise DataError(f"row {i}: --answer_key {key} holds an object with fields {sorted(value)}, not an answer: "
+                        f"name the answer's field, e.g. --answer_key {key}.{field}")
+    if value is None or (isinstance(value, str) and not value.strip()):
+        raise DataError(f"row {i}: --answer_key {key} is empty")
+    if isinstance(value, str) and "####" in value:  # GSM8K: the answer is the rest of the line after the last ####
+        answer = _HASHES.findall(value)[-1].strip()
+        return re.sub(r"(?<=\d),(?=\d{3}\b)", "", answer) or value  # 1,000 -> 1000, as verl's gsm8k reader
+    answers = final_answers(value) if isinstance(value, str) and _boxes(value) else []
+    return answers[-1] if answers else value
 
 
 def lcb_in_window(row, start=None, end=None):

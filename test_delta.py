@@ -4,6 +4,7 @@ import dataclasses
 import json
 import math
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -849,8 +850,9 @@ def planted_rewards(run, batch, rows):
 
 def skip_runs(tiny, rank=0, world=1, engine="ddp", **changes):
     """One rl_step of every algorithm from the same weights, with and without --skip_zero_advantage (AdamW with its
-    weight decay; the second mini-batch's step moves the weights through the first's momentum only)."""
-    delta.verify, out = planted_rewards, {}
+    weight decay; the second mini-batch's step moves the weights through the first's momentum only). The caller puts
+    planted_rewards in delta.verify's place."""
+    out = {}
     for algo in delta.ALGOS:
         for skip in (True, False):
             model, tok = delta.load_model(tiny, torch.device("cpu"))
@@ -871,6 +873,7 @@ def _skip_worker(rank, world, tmp, tiny, engine):
     import torch.distributed as dist
     torch.set_num_threads(1)
     dist.init_process_group("gloo", init_method=f"file://{tmp}/rendezvous", rank=rank, world_size=world)
+    delta.verify = planted_rewards  # this process's own delta
     try:
         out = skip_runs(tiny, rank, world, engine)
         if rank == 0:
@@ -880,13 +883,14 @@ def _skip_worker(rank, world, tmp, tiny, engine):
 
 
 @pytest.mark.parametrize("world,engine", [(1, "ddp"), (2, "ddp"), (2, "fsdp")])
-def test_skipping_the_rows_of_advantage_zero_is_exact(tiny, tmp_path, world, engine):
+def test_skipping_the_rows_of_advantage_zero_is_exact(tiny, tmp_path, monkeypatch, world, engine):
     """--skip_zero_advantage forwards only the rows of non-zero advantage in scoring and the update (forking
     scores every row: its entropy ranks them all), yet each algorithm's step is the unskipped one's: the same
     weights (fp32 rounding of other micro-batch sums), loss, gradient norm and token metrics. On 2 processes rank 0
     holds no row to train in the first mini-batch (it runs empty micro-batches for the collectives), and no rank
     holds one in the second (no forward; AdamW steps on the gradient 0 as it would have)."""
     if world == 1:
+        monkeypatch.setattr(delta, "verify", planted_rewards)
         got = skip_runs(tiny)
     else:
         mp.spawn(_skip_worker, args=(world, str(tmp_path), tiny, engine), nprocs=world, join=True)
@@ -1239,7 +1243,7 @@ def test_local_dataset_and_model_path_like_a_user(tiny, tmp_path):
     bad = run_delta("--model", tiny, "--dataset", str(data), "--prompt_key", "question", "--output_dir", out + "2",
                     "--max_new_tokens", "48")
     assert bad.returncode != 0 and "no field 'question'" in bad.stderr
-    assert "columns are ['gold', 'problem']" in bad.stderr
+    assert "it has ['gold', 'problem']" in bad.stderr and bad.stderr.count("'problem'") == 1  # listed once
     again = run_delta("--model", tiny, "--dataset", str(data), "--prompt_key", "problem", "--answer_key", "gold",
                       "--output_dir", out, "--max_new_tokens", "48", "--eval_size", "8")  # would overwrite: refused
     assert again.returncode != 0 and "pass --resume" in again.stderr
@@ -1271,6 +1275,131 @@ def test_a_dataset_without_solutions_needs_a_model_and_is_refused_before_work(tm
     assert not os.path.exists(out)
     p = run_delta("--dataset", data, "--output_dir", out)  # and a dataset's response limit is the user's to give
     assert p.returncode != 0 and "set --max_new_tokens" in p.stderr and not os.path.exists(out)
+
+
+GSM8K_SOLUTION = ("Natalia sold 48/2 = <<48/2=24>>24 clips in May.\nNatalia sold 48+24 = <<48+24=72>>72 clips "
+                  "altogether in April and May.\n#### 72")
+NATALIA = "Natalia sold clips to 48 of her friends in April, and then she sold half as many clips in May. How many?"
+BOXED_ASK = "Please reason step by step, and put your final answer within \\boxed{}."
+VERL_GSM8K_ASK = 'Let\'s think step by step and output the final answer after "####".'
+DAPO_ASK = ("Solve the following math problem step by step. The last line of your response should be of the form "
+            "Answer: $Answer (without quotes) where $Answer is the answer to the problem.\n\n{}\n\nRemember to put "
+            "your answer on its own line after \"Answer:\"")
+# Public layouts, one row each, written from the datasets' cards: (name, row, --prompt_key, --answer_key, the gold as
+# stored, the answer format resolved, whether the instruction is added, a right response, a wrong response).
+LAYOUTS = [
+    ("gsm8k", {"question": NATALIA, "answer": GSM8K_SOLUTION}, "question", "answer", "72", "boxed", True,
+     "48 + 24 = 72. \\boxed{72}", "\\boxed{80}"),
+    ("gsm8k, thousands", {"question": "How many?", "answer": "10 * 108 = <<10*108=1080>>1080\n#### 1,080"},
+     "question", "answer", "1080", "boxed", True, "\\boxed{1080}", "\\boxed{108}"),
+    ("competition_math", {"problem": "Compute $1/2 \\cdot 1$.", "level": "Level 1", "type": "Algebra",
+                          "solution": "We have $1/2 \\cdot 1 = \\boxed{\\frac{1}{2}}$."},
+     "problem", "solution", "\\frac{1}{2}", "boxed", True, "so \\boxed{0.5}", "\\boxed{2}"),
+    ("math-500", {"problem": "Compute $2+3$.", "solution": "$2+3=\\boxed{5}$", "answer": "5", "subject": "Algebra",
+                  "level": 1, "unique_id": "test/algebra/1.json"}, "problem", "answer", "5", "boxed", True,
+     "\\boxed{5}", "\\boxed{6}"),
+    ("deepmath-103k", {"question": "Evaluate $\\lim_{x\\to 0} \\sin x / x$.", "final_answer": "1",
+                       "difficulty": 4.0, "topic": "Calculus", "r1_solution_1": "... \\boxed{1}"},
+     "question", "final_answer", "1", "boxed", True, "\\boxed{1}", "\\boxed{0}"),
+    ("dapo-math-17k", {"data_source": "math_dapo", "prompt": [{"content": DAPO_ASK.format("What is 33 + 1?"),
+                                                                "role": "user"}], "ability": "MATH",
+                       "reward_model": {"ground_truth": "34", "style": "rule-lighteval/MATH_v2"},
+                       "extra_info": {"index": "9a9b6eb4"}},
+     "prompt", "reward_model.ground_truth", "34", "answer_line", False, "33 + 1 = 34\nAnswer: 34", "Answer: 35"),
+    ("numinamath-cot", {"source": "olympiads", "problem": "Find x if x + 1 = 3.", "solution": "x = \\boxed{2}",
+                        "messages": [{"content": "Find x if x + 1 = 3.", "role": "user"},
+                                     {"content": "Subtract 1: x = \\boxed{2}", "role": "assistant"}]},
+     "messages", "solution", "2", "boxed", True, "\\boxed{2}", "\\boxed{3}"),
+    ("openr1-math-220k", {"problem": "Find y if 2y = 8.", "solution": "y = 4", "answer": "4",
+                          "problem_type": "Algebra", "question_type": "math-word-problem", "source": "olympiads",
+                          "uuid": "0a1b", "is_reasoning_complete": [True], "generations": ["... \\boxed{4}"],
+                          "correctness_math_verify": [True], "finish_reasons": None, "correctness_count": 1,
+                          "messages": [{"content": "Find y if 2y = 8.", "role": "user"},
+                                       {"content": "<think>y = 4</think> \\boxed{4}", "role": "assistant"}]},
+     "messages", "answer", "4", "boxed", True, "\\boxed{4}", "\\boxed{2}"),
+    ("big-math-rl", {"problem": "What is 7 * 6?", "answer": "42", "source": "orca_math", "domain": ["Arithmetic"],
+                     "llama8b_solve_rate": 0.9}, "problem", "answer", "42", "boxed", True, "\\boxed{42}",
+     "\\boxed{48}"),
+    ("skywork-or1", {"data_source": "train-math-deepscaler", "prompt": [{"content": "Solve x^2 = 4. " + BOXED_ASK,
+                                                                          "role": "user"}], "ability": "math",
+                     "reward_model": {"ground_truth": '["2", "-2"]', "style": "rule"},
+                     "extra_info": {"index": 0, "model_difficulty": {"DeepSeek-R1-Distill-Qwen-7B": 3}}},
+     "prompt", "reward_model.ground_truth", ["2", "-2"], "boxed", False, "x = \\boxed{-2}", "\\boxed{4}"),
+    ("verl gsm8k parquet", {"data_source": "openai/gsm8k", "prompt": [{"role": "user",
+                                                                      "content": NATALIA + " " + VERL_GSM8K_ASK}],
+                            "ability": "math", "reward_model": {"style": "rule", "ground_truth": "72"},
+                            "extra_info": {"split": "train", "index": 0, "answer": GSM8K_SOLUTION,
+                                           "question": NATALIA}},
+     "prompt", "reward_model.ground_truth", "72", "hashes", False, "48 + 24 = 72\n#### 72", "\\boxed{72}"),
+]
+
+
+def write_rows(path, rows):
+    """rows as the dataset's own file: jsonl, or parquet (nested columns as structs and lists) through datasets."""
+    if str(path).endswith(".parquet"):
+        import datasets
+        datasets.Dataset.from_list(rows).to_parquet(str(path))
+        return str(path)
+    return _rows(path, rows)
+
+
+@pytest.mark.parametrize("ext", ["jsonl", "parquet"])
+@pytest.mark.parametrize("layout", LAYOUTS, ids=[x[0] for x in LAYOUTS])
+def test_each_public_math_layout_is_read_right(tiny, tmp_path, capsys, layout, ext):
+    """Ten public layouts, as jsonl and as parquet: the prompt as rendered for the model (the dataset's own request
+    for a format kept, or the instruction added; never the assistant's solution), the gold as stored (GSM8K's
+    `####` line, MATH's final box, Skywork-OR1's JSON list of acceptable answers), and a right and a wrong
+    response's reward under the format resolved."""
+    name, row, prompt_key, answer_key, gold, fmt, instructed, right, wrong = layout
+    data = write_rows(tmp_path / f"rows.{ext}", [row] * 12)
+    args = Args(dataset=data, model=tiny, prompt_key=prompt_key, answer_key=answer_key, eval_size=2,
+                max_new_tokens=32)
+    kind, train_rows, _ = delta.load_task(args)
+    delta.resolve_defaults(args, kind, train_rows)
+    first = train_rows[0]
+    assert kind == "math" and first["answer"] == gold, name
+    assert args.answer_format == fmt and bool(args.instruction) == instructed, name
+    prompt = delta.prompt_text(delta.load_tokenizer(tiny), first["question"], args.instruction)
+    question = row.get(prompt_key) if isinstance(row.get(prompt_key), str) else row[prompt_key][0]["content"]
+    assert question in prompt and prompt.count(question) == 1, name
+    assert "assistant" not in str(first["question"]) and "Subtract 1" not in prompt and "</think>" not in prompt
+    assert (rewards.ANSWER_FORMATS[fmt] in prompt) == instructed, name
+    assert rewards.score_batch([right, wrong], [gold, gold], answer_format=fmt) == [1.0, 0.0], name
+    if name.startswith(("numinamath", "openr1")):  # said, once, when the chat prompts are cut
+        assert "cut before them" in capsys.readouterr().err
+
+
+def test_public_layouts_misnamed_are_refused_naming_the_flag(tiny, tmp_path):
+    """A struct, a list of non-answers or an empty gold as the answer column, a struct as the prompt column, chat
+    messages without a user turn, and prompts that ask for a format no rule grades (`<answer>` tags): each refused
+    before any work, naming the flag to set (the struct's dotted field among them)."""
+    dapo = LAYOUTS[5][1]
+    cases = [
+        (dapo, dict(prompt_key="prompt", answer_key="reward_model"), "--answer_key reward_model.ground_truth"),
+        (dapo, dict(prompt_key="reward_model", answer_key="reward_model.ground_truth"),
+         "--prompt_key reward_model holds dict"),
+        (LAYOUTS[7][1], dict(prompt_key="problem", answer_key="is_reasoning_complete"),
+         "--answer_key is_reasoning_complete holds a list"),
+        (LAYOUTS[7][1], dict(prompt_key="problem", answer_key="messages"), "--answer_key messages holds a list"),
+        (dict(LAYOUTS[3][1], answer=""), dict(prompt_key="problem", answer_key="answer"),
+         "--answer_key answer is empty"),
+        ({"prompt": [{"role": "system", "content": "Be brief."}], "answer": "1"}, dict(prompt_key="prompt",
+                                                                                         answer_key="answer"),
+         "--prompt_key prompt holds chat messages without a user turn"),
+    ]
+    for row, keys, message in cases:
+        with pytest.raises(delta.ArgumentError, match=re.escape(message)):
+            delta.load_task(Args(dataset=write_rows(tmp_path / "rows.jsonl", [row] * 12), model=tiny, eval_size=2,
+                                 max_new_tokens=32, **keys))
+    tags = write_rows(tmp_path / "tags.jsonl", [{"question": "What is 2+2? Put the answer in <answer></answer>.",
+                                                 "final_answer": "4"}] * 12)
+    args = Args(dataset=tags, model=tiny, eval_size=2, max_new_tokens=32)
+    kind, rows, _ = delta.load_task(args)
+    with pytest.raises(delta.ArgumentError, match="<answer></answer> tags.*--answer_format.*--instruction"):
+        delta.resolve_defaults(args, kind, rows)
+    args = Args(dataset=tags, model=tiny, eval_size=2, max_new_tokens=32, answer_format="last_number", instruction="")
+    delta.resolve_defaults(args, kind, rows)  # both given: the user's choice
+    assert args.answer_format == "last_number" and args.instruction == ""
 
 
 def test_chat_message_prompts_and_their_own_answer_format(tiny, tmp_path):
