@@ -1504,6 +1504,9 @@ def resolve_defaults(args, kind=None, rows=()):
         args.instruction = rewards.ANSWER_FORMATS[args.answer_format] if ask else ""
     if not args.model:  # the tiny default's warm start
         args.sft_target_acc = args.sft_target_acc or tasks().TASKS[args.task]["sft_target"]
+    elif args.lr == Args.lr and int(os.environ.get("RANK", "0")) == 0:  # the tiny default's rate on a real model
+        print(f"--lr {args.lr:g}, the tiny default's: the paper trains 8B and 14B models at 1e-6 (recipes/), the "
+              "SmolLM2 recipe 135M at 1e-5; give --lr to choose", file=sys.stderr)
 
 
 def fit_prompts(args, tok, train_rows, eval_rows):
@@ -1556,10 +1559,19 @@ def check_resume(args, ckpts, world):
 
 
 def parse_args(argv=None) -> Args:
-    """Command-line flags, or a single .json / .yaml file holding them."""
-    parser, argv = HfArgumentParser(Args), sys.argv[1:] if argv is None else argv
-    if len(argv) == 1 and argv[0].endswith((".json", ".yaml", ".yml")):
-        return (parser.parse_json_file if argv[0].endswith(".json") else parser.parse_yaml_file)(argv[0])[0]
+    """Command-line flags, after an optional .json / .yaml file of them (a recipe: recipes/*.yaml) that they
+    override: `delta.py recipes/qwen3-8b-deepmath.yaml --output_dir runs/x`."""
+    parser, argv = HfArgumentParser(Args), sys.argv[1:] if argv is None else list(argv)
+    if argv and argv[0].endswith((".json", ".yaml", ".yml")):
+        import yaml  # transformers' own dependency
+
+        with open(argv[0]) as f:
+            values = json.load(f) if argv[0].endswith(".json") else yaml.safe_load(f) or {}
+        unknown = sorted(set(values) - {f.name for f in dataclasses.fields(Args)})
+        if unknown:
+            raise ArgumentError(f"{argv[0]}: no such arguments: {', '.join(unknown)} (python delta.py --help)")
+        parser.set_defaults(**values)  # a string is parsed as on the command line, as argparse does for defaults
+        argv = argv[1:]
     return parser.parse_args_into_dataclasses(argv)[0]
 
 

@@ -120,13 +120,47 @@ def test_memory_model_is_within_ten_percent_of_the_real_step(fsdp, tmp_path):
         assert estimated[phase] == pytest.approx(measured[phase], rel=0.10), phase
 
 
-RECIPE = dict(vllm=True, fsdp=True, gradient_checkpointing=True, prompts_per_step=128, group_size=16,
-              mini_batch_prompts=32, max_prompt_length=2048, max_new_tokens=20480, max_tokens_per_micro_batch=32768,
-              head_chunk_tokens=2048)  # docs/scale.md's command
+def recipe(name, *flags):
+    """A recipe file as delta.py reads it, flags after it overriding it."""
+    return delta.parse_args([os.path.join(ROOT, "recipes", name), *flags])
+
+
+RECIPE = {k: getattr(recipe("qwen3-8b-deepmath.yaml"), k) for k in (
+    "vllm", "fsdp", "gradient_checkpointing", "prompts_per_step", "group_size", "mini_batch_prompts",
+    "max_prompt_length", "max_new_tokens", "max_tokens_per_micro_batch", "head_chunk_tokens")}  # the paper's run
+PAPER = dict(dataset="zwhe99/DeepMath-103K", algo="delta", prompts_per_step=128, group_size=16, mini_batch_prompts=32,
+             clip_low=0.2, clip_high=0.28, clip_c=10.0, max_prompt_length=2048, max_new_tokens=20480,
+             overlong_buffer=4096, overlong_penalty=1.0, lr=1e-6, weight_decay=0.1, max_grad_norm=1.0,
+             temperature=1.0, top_p=1.0, top_k=0, K=1, lam_min=0.8, lam_max=1.2, epochs=2, max_steps=0)  # Sec. 4
+
+
+def test_each_recipe_is_its_run_and_flags_override_it(tmp_path):
+    """recipes/: the paper's Qwen3-8B and 14B runs hold DELTA.md Sec. 4's values; the SmolLM2 recipe is
+    bench/real_learning.py's SETTINGS; the code recipe is the README's command; flags after a file override it, and a
+    key that is no argument is refused."""
+    sys.path.insert(0, os.path.join(ROOT, "bench"))
+    import real_learning
+    for size in ("8B", "14B"):
+        a = recipe(f"qwen3-{size.lower()}-deepmath.yaml")
+        assert {k: getattr(a, k) for k in PAPER} == PAPER and a.model == f"Qwen/Qwen3-{size}-Base"
+        assert (a.prompt_key, a.answer_key, a.fsdp, a.vllm) == ("question", "final_answer", True, True)
+    over = recipe("qwen3-8b-deepmath.yaml", "--algo", "dapo", "--lr", "2e-6")
+    assert (over.algo, over.lr, over.group_size) == ("dapo", 2e-6, 16)
+    smol, settings = recipe("smollm2-addition.yaml"), delta.parse_args(real_learning.SETTINGS)
+    changed = {f.name for f in dataclasses.fields(Args) if getattr(settings, f.name) != getattr(Args(), f.name)}
+    assert {k: getattr(smol, k) for k in changed - {"dump_rollouts_every", "progress"}} == {
+        k: getattr(settings, k) for k in changed - {"dump_rollouts_every", "progress"}}
+    assert smol.model == "HuggingFaceTB/SmolLM2-135M-Instruct" and smol.dataset == "runs/smollm2-rows.jsonl"
+    code = recipe("tiny-code.yaml")
+    assert (code.task, code.prompts_per_step) == ("code", 16)
+    delta.validate_args(code)
+    (tmp_path / "bad.yaml").write_text("lr: 1.0e-6\nlearning_rate: 1.0e-6\n")
+    with pytest.raises(delta.ArgumentError, match="no such arguments: learning_rate"):
+        delta.parse_args([str(tmp_path / "bad.yaml")])
 
 
 def test_the_documented_recipes_fit_80_gb_gpus():
-    """docs/scale.md's commands for Qwen3-8B and 14B with --vllm on 8 GPUs of 80 GB, every item a GPU holds booked
+    """recipes/ for Qwen3-8B and 14B with --vllm on 8 GPUs of 80 GB, every item a GPU holds booked
     (the CUDA context, NCCL, the allocator's slack: engines.gpu_margin): every phase at most 75 GiB by the validated
     model, at a mean response of 10,240 tokens and at the limit of 20,480, where 14B's features no longer fit beside
     the scoring pass and go to host memory by themselves (engines.feature_buffer), as memory.py books."""
@@ -135,7 +169,7 @@ def test_the_documented_recipes_fit_80_gb_gpus():
     import memory
     for size, host_at_limit in (("8b", False), ("14b", True)):
         cfg = memory.read_config(os.path.join(ROOT, "bench", "configs", f"qwen3-{size}-base.json"))
-        args = Args(**RECIPE)
+        args = recipe(f"qwen3-{size}-deepmath.yaml")  # the file a run takes
         for mean in (10240, 20480):
             phases, host = memory.estimate(cfg, args, 8, True, "packed", mean)
             assert max(memory.peaks(phases).values()) <= 75 * memory.GiB, (size, mean)

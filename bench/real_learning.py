@@ -4,6 +4,7 @@
     python bench/real_learning.py --model /tmp/smollm2 --out runs/real        # 46 min on 2 idle cores, logs as it goes
     python bench/real_learning.py --report runs/real                          # the tables of docs/real-model.md
     python bench/real_learning.py --model /tmp/smollm2 --probe                # the base model on candidate tasks
+    python bench/real_learning.py --rows runs/smollm2-rows.jsonl              # the rows alone, for the recipe
 
 The task was chosen by the base model's accuracy before any RL (docs/real-model.md gives the probe): `What is
 47 + 38?` with the instruction of rewards.ANSWER_FORMATS["last_number"], graded on the last number of the
@@ -182,7 +183,11 @@ def main(argv=None):
     p.add_argument("--seeds", default="0", type=lambda s: [int(x) for x in s.split(",")], help="comma-separated")
     p.add_argument("--report", default="", help="print the tables of a finished (or running) bench's folder")
     p.add_argument("--probe", action="store_true", help="the base model on the candidate tasks, no training")
+    p.add_argument("--rows", default="", help="only write the task's rows to this file (recipes/smollm2-addition.yaml)")
     args = p.parse_args(argv)
+    if args.rows:
+        os.makedirs(os.path.dirname(os.path.abspath(args.rows)), exist_ok=True)
+        return rows(args.rows)
     if args.report:
         return report(args.report)
     if not args.model:
