@@ -56,10 +56,22 @@ STDIN_ADD = "a, b = map(int, input().split())\nprint(a + b)"
 
 
 # ------------------------------------------------------------------------------------- subprocesses
+def under_load(timeout, torchrun=False, load=None, cores=None):
+    """(threads a process, wall-clock limit) for a subprocess started now. Idle: two threads in all (the suite runs
+    one test at a time on this machine's two cores) and `timeout`. Loaded (CI beside other jobs: the load average
+    per core above 1): one thread a process, since two took 1.8 times the wall time and 2.5 times the CPU of one at
+    load 8-18, and the limit stretched by the load per core (at most 8 times): a hang guard, never a speed test."""
+    load = os.getloadavg()[0] if load is None else load
+    per_core = load / (cores or os.cpu_count() or 1)
+    threads = 1 if torchrun or per_core > 1 else 2
+    return threads, timeout * min(8.0, max(1.0, per_core))
+
+
 def run_script(args, cwd=ROOT, timeout=600, env=None, torchrun=False, **kwargs):
-    """`python ARGS...` (with torchrun: on 2 processes) in a fresh process, its output captured as text (two
-    threads per process in all: the suite runs one test at a time on this machine's two cores)."""
-    env = dict(os.environ, OMP_NUM_THREADS="1" if torchrun else "2", PYTHONWARNINGS="ignore", **(env or {}))
+    """`python ARGS...` (with torchrun: on 2 processes) in a fresh process, its output captured as text, with
+    under_load's threads and time limit."""
+    threads, timeout = under_load(timeout, torchrun)
+    env = dict(os.environ, OMP_NUM_THREADS=str(threads), PYTHONWARNINGS="ignore", **(env or {}))
     launcher = ["-m", "torch.distributed.run", "--nproc_per_node", "2", "--standalone"] if torchrun else []
     return subprocess.run([sys.executable, *launcher, *args], cwd=cwd, env=env, capture_output=True, text=True,
                           timeout=timeout, **kwargs)

@@ -329,7 +329,8 @@ def rl_step(run, step):
     score_plans = plans if scored is trained else micro_batches(run, batch, scored)
     dump = a.dump_rollouts_every and (step + 1) % a.dump_rollouts_every == 0
     batch["old_logp"], entropy, features = score(run, batch, adv, score_plans, algo["features"] or dump)  # 4. Eq. D
-    roll = dict(batch=batch, rows=rows, adv=adv, entropy=entropy, features=features, stats={})
+    roll = dict(batch=batch, rows=rows, adv=adv, correct=correct, reward=reward, entropy=entropy, features=features,
+                stats={})
     t2 = clock(run)
     weights = algo["weights"](run, roll) if algo["weights"] else None  # 5. DelTA: lam [N, R], Sec. 3.2
     t3 = clock(run)
@@ -1492,8 +1493,8 @@ def resolve_defaults(args, kind=None, rows=()):
     other = collections.Counter(rewards.asked_format(r["question"], graded=False) for r in rows if kind == "math")
     other.pop(None, None)
     if other and not asked and "auto" in (args.answer_format, args.instruction):
-        raise ArgumentError(f"{sum(other.values())} of {len(rows)} prompts ask for {max(other, key=other.get)}, an answer "
-                            f"format no rule here grades: give --answer_format ({' | '.join(rewards.ANSWER_FORMATS)}) "
+        raise ArgumentError(f"{sum(other.values())} of {len(rows)} prompts ask for {max(other, key=other.get)}, an "
+                            f"answer format no rule here grades: give --answer_format ({' | '.join(rewards.ANSWER_FORMATS)}) "
                             "and --instruction (the text that asks for it; '' to leave the prompts as they are)")
     if args.answer_format == "auto":
         args.answer_format = asked or "boxed"

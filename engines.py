@@ -421,13 +421,14 @@ def metrics_sink(args, config, rank):
 
 
 def dump_rollout(run, roll, weights, step):
-    """--dump_rollouts_every: this rank's share of a rollout (delta.rl_step's `roll`), its token weights and each
-    token's ||v|| (0 where no feature), written to rollout-<step>.pt for bench/rollouts.py."""
+    """--dump_rollouts_every: this rank's share of a rollout (delta.rl_step's `roll`: the verdicts and rewards
+    too), its token weights and each token's ||v|| (0 where no feature), in rollout-<step>.pt for bench/rollouts.py."""
     import dataclasses
 
     v, _, where = roll["features"]
     v_norm = feature_norms(v, where, roll["batch"]["response_mask"], run.args.feature_chunk_tokens)
     torch.save(dict(batch=roll["batch"], adv=roll["adv"], lam=weights, v_norm=v_norm, step=step,
+                    correct=roll.get("correct"), reward=roll.get("reward"),
                     questions=[r["question"] for r in roll["rows"]], golds=[r["answer"] for r in roll["rows"]],
                     args=dataclasses.asdict(run.args)), os.path.join(run.args.output_dir, f"rollout-{step}.pt"))
 

@@ -460,13 +460,31 @@ def test_category_stats_against_a_token_loop(tiny, tmp_path):
 
 
 def test_lambda_page_shows_every_token_with_its_weight(tiny, tmp_path):
-    run, batch, adv, packed, lam, dump = dumped_rollout(tiny, tmp_path)
-    page = rollouts.lambda_page(run.tok, dump, per_side=2)
-    pick = lambda rows: [rows[0], rows[-1]]  # two a side, spread over the batch: the first and the last
-    shown = pick((adv > 0).nonzero().flatten().tolist()) + pick((adv < 0).nonzero().flatten().tolist())
-    assert page.count("lam=") == sum(int(batch["response_mask"][i].sum()) for i in shown)
-    value = float(lam[shown[0], 0])
-    assert f"lam={value:.4f}" in page and "A > 0" in page and "A < 0" in page and page.startswith("<!doctype html>")
+    """The lambda page: the sides named by the advantage's sign, every response marked right or wrong with its reward
+    (a wrong answer on the positive side shows as one), no response text twice, the question itself, a legend, and
+    every token of the responses shown with its weight."""
+    run, _, _, _, _, dump = dumped_rollout(tiny, tmp_path)
+    b, adv, lam = dump["batch"], dump["adv"], dump["lam"]
+    i = int((adv != 0).nonzero()[0])
+    j = i ^ 1  # a sibling in the same group of 4 samples the same text: same reward, same advantage
+    for x in (b["input_ids"], b["response_mask"], b["attention_mask"], adv, lam):
+        x[j] = x[i]
+    dump["correct"] = (adv > 0).float()
+    dump["correct"][int((adv > 0).nonzero()[0])] = 0.0  # a wrong answer with A > 0 (a sibling's overlong penalty)
+    dump["reward"] = dump["correct"] - 0.25
+    page = rollouts.lambda_page(run.tok, dump, per_side=20)
+    texts, first = delta.decode_responses(run.tok, b), {}
+    for k in (adv != 0).nonzero().flatten().tolist():
+        first.setdefault((k // 4, texts[k]), k)
+    assert page.count("class='r'") == len(first) < int((adv != 0).sum())  # no response text twice
+    assert page.count("lam=") == sum(int(b["response_mask"][k].sum()) for k in first.values())
+    assert page.count("&#10007; wrong") == sum(float(dump["correct"][k]) == 0 for k in first.values())
+    assert "A &gt; 0: the update raises" in page and "A &lt; 0: the update lowers" in page
+    assert "correct side" not in page
+    assert f"Q: {run.rows[0]['question']}" in page and "above 1" in page and "reward -0.250" in page
+    assert f"lam={float(lam[i, 0]):.4f}" in page and page.startswith("<!doctype html>")
+    del dump["correct"], dump["reward"]
+    assert "verdict not recorded" in rollouts.lambda_page(run.tok, dump)  # a dump from before the verdicts
 
 
 def test_filler_task_dumps_rollouts_that_bench_reads(tmp_path):

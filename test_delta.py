@@ -927,6 +927,14 @@ def test_a_batch_of_zero_spread_runs_no_forward_and_moves_no_weight(tiny, monkey
 
 
 # ------------------------------------------------------------------------------------- arguments
+def test_subprocess_limits_hold_under_load():
+    """conftest's subprocesses on a loaded CI machine: one thread a process and the wall-clock limit stretched by the
+    load per core (a test that passes alone must not fail at load 8 from its own limit); idle, as before."""
+    from conftest import under_load
+    assert under_load(600, load=0.5, cores=2) == (2, 600) and under_load(600, True, load=0.5, cores=2) == (1, 600)
+    assert under_load(600, load=8, cores=2) == (1, 2400) and under_load(600, load=100, cores=2) == (1, 4800)
+
+
 @pytest.mark.parametrize("change,message", [
     (dict(group_size=1), "--group_size"),
     (dict(algo="ppo"), "--algo"),

@@ -165,25 +165,36 @@ def category_stats(tok, dump):
 
 
 def lambda_page(tok, dump, per_side=6):
-    """A self-contained HTML page: sampled responses of both sides, each token coloured by its weight (red
-    above 1, blue below; the value on hover), with the advantage and the reference answer."""
-    batch, adv, args = dump["batch"], dump["adv"].cpu(), dump["args"]
+    """A self-contained HTML page: sampled responses of both sides of the update (named by the sign of the
+    advantage: a wrong answer can sit on the positive side when a sibling's overlong penalty lowered the group's
+    mean), each marked right or wrong with its reward, no response text twice, the question as the dataset gives it,
+    each token coloured by its weight (red above 1, blue below; the value on hover), and a legend."""
+    batch, adv, args, G = dump["batch"], dump["adv"].cpu(), dump["args"], dump["args"]["group_size"]
     P, mask = batch["prompt_len"], batch["response_mask"].cpu()
     weight = dump["lam"].cpu() if dump["lam"] is not None else mask.float()
+    correct, reward = dump.get("correct"), dump.get("reward")
     spread = max(1e-6, float((weight[mask] - 1).abs().max())) if mask.any() else 1.0
     what = "DelTA coefficients lam" if args["algo"] == "delta" else f"token weights of {args['algo']}"
+    texts = delta.decode_responses(tok, batch)
     parts = [f"<!doctype html><meta charset='utf-8'><title>lambda, step {dump['step']}</title><style>body{{font:14px "
              f"monospace;max-width:70em;margin:2em auto}} span{{white-space:pre-wrap}} .r{{margin:1em 0;padding:.5em;"
-             f"border:1px solid #ccc}}</style><h2>{html.escape(args['run_name'])}: token weights at step {dump['step']}"
-             f"</h2><p>{what}: red above 1, blue below 1, full colour at |lam - 1| = {spread:.3f}. Hover a token for "
-             f"its value.</p>"]
-    spread_out = lambda ix: ix[torch.linspace(0, len(ix) - 1, min(per_side, len(ix))).long()] if len(ix) else ix
-    for label, picked in (("correct side (A > 0)", spread_out((adv > 0).nonzero().flatten())),  # from many groups
-                          ("incorrect side (A < 0)", spread_out((adv < 0).nonzero().flatten()))):
-        parts.append(f"<h3>{label}</h3>")
-        for i in picked.tolist():
+             f"border:1px solid #ccc}} .q{{color:#555}}</style><h2>{html.escape(args['run_name'])}: token weights at "
+             f"step {dump['step']}</h2><p>{what}, one colour a token: <span style='background:rgba(220,40,40,1)'>"
+             f"above 1</span>, <span style='background:rgba(40,90,220,1)'>below 1</span>, full colour at |lam - 1| = "
+             f"{spread:.3f}, white at 1; hover a token for its value. The sides are the update's: A &gt; 0 is pushed "
+             f"up, A &lt; 0 down. Each response says whether its answer is right (&#10003;) or wrong (&#10007;) and "
+             f"its reward (the verdict plus DAPO's overlong penalty), so a wrong answer on the A &gt; 0 side shows."
+             "</p>"]
+    seen = set()
+    for label, side in (("A > 0: the update raises these responses", adv > 0),
+                        ("A < 0: the update lowers these responses", adv < 0)):
+        rows = [i for i in side.nonzero().flatten().tolist()
+                if (i // G, texts[i]) not in seen and not seen.add((i // G, texts[i]))]  # each response text once
+        picked = [rows[int(j)] for j in torch.linspace(0, len(rows) - 1, min(per_side, len(rows))).round().long()
+                  .unique()] if rows else []  # spread over the batch: many groups
+        parts.append(f"<h3>{html.escape(label)} ({len(picked)} of {int(side.sum())})</h3>")
+        for i in picked:
             ids = batch["input_ids"][i].cpu()
-            prompt = tok.decode(ids[:P][batch["attention_mask"][i, :P].cpu()], skip_special_tokens=True)
             spans = []
             for t, tid in enumerate(ids[P:P + int(mask[i].sum())].tolist()):
                 w = float(weight[i, t])
@@ -192,9 +203,14 @@ def lambda_page(tok, dump, per_side=6):
                 piece = tok.decode([tid]) or "\u2205"
                 spans.append(f"<span style='background:{colour}' title='{html.escape(repr(piece))} lam={w:.4f}'>"
                              f"{html.escape(piece)}</span>")
-            gold = html.escape(str(dump["golds"][i // args["group_size"]]))
-            parts.append(f"<div class='r'><b>A = {float(adv[i]):+.3f}</b>, reference {gold}<br><i>"
-                         f"{html.escape(prompt)}</i><br>{''.join(spans)}</div>")
+            verdict = ("verdict not recorded" if correct is None else
+                       f"{'&#10003; right' if float(correct[i]) > 0 else '&#10007; wrong'}, reward "
+                       f"{float(reward[i]):+.3f}")
+            question = dump["questions"][i // G]
+            question = question if isinstance(question, str) else question[-1]["content"]  # chat: the user's turn
+            gold = html.escape(str(dump["golds"][i // G]))
+            parts.append(f"<div class='r'><b>{verdict}</b>, A = {float(adv[i]):+.3f}, reference {gold}<br>"
+                         f"<span class='q'>Q: {html.escape(question)}</span><br>{''.join(spans)}</div>")
     return "\n".join(parts)
 
 
