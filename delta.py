@@ -1493,9 +1493,10 @@ def resolve_defaults(args, kind=None, rows=()):
     other = collections.Counter(rewards.asked_format(r["question"], graded=False) for r in rows if kind == "math")
     other.pop(None, None)
     if other and not asked and "auto" in (args.answer_format, args.instruction):
+        formats = " | ".join(rewards.ANSWER_FORMATS)
         raise ArgumentError(f"{sum(other.values())} of {len(rows)} prompts ask for {max(other, key=other.get)}, an "
-                            f"answer format no rule here grades: give --answer_format ({' | '.join(rewards.ANSWER_FORMATS)}) "
-                            "and --instruction (the text that asks for it; '' to leave the prompts as they are)")
+                            f"answer format no rule here grades: give --answer_format ({formats}) and --instruction "
+                            "(the text that asks for it; '' to leave the prompts as they are)")
     if args.answer_format == "auto":
         args.answer_format = asked or "boxed"
     elif asked and asked != args.answer_format and kind == "math":

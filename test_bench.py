@@ -179,6 +179,27 @@ def test_the_documented_recipes_fit_80_gb_gpus():
             assert sequences > 4, size  # vLLM keeps several full-length sequences in flight
 
 
+def test_zero_spread_groups_shrink_what_a_step_forwards_and_keeps():
+    """--zero_spread Z (the expected share of groups whose rewards are all equal): memory.py's features shrink by Z,
+    its peak (a micro-batch's) does not; steptime.py's scoring and update shrink by Z under --skip_zero_advantage
+    (forking scores every row), generation not at all."""
+    sys.path.insert(0, os.path.join(ROOT, "bench"))
+    import memory
+    import steptime
+    cfg, args = memory.read_config(os.path.join(ROOT, "bench", "configs", "qwen3-8b-base.json")), recipe(
+        "qwen3-8b-deepmath.yaml")
+    feats = lambda z: memory.estimate(cfg, args, 8, True, "packed", 10240, zero_spread=z)[0]
+    key = "DelTA features v (packed)"
+    assert feats(0.5)["coefficients"][key] == pytest.approx(feats(0.0)["coefficients"][key] / 2)
+    assert max(memory.peaks(feats(0.5)).values()) == max(memory.peaks(feats(0.0)).values())
+    minutes = lambda z, **c: steptime.step_minutes(cfg, dataclasses.replace(args, **c), 8, steptime.GPUS["h100"],
+                                                   256, 10240, zero_spread=z)
+    full, skip = minutes(0.0), minutes(0.4)
+    assert skip["generate"] == full["generate"]
+    assert skip["score"] == pytest.approx(0.6 * full["score"]) and skip["update"] == pytest.approx(0.6 * full["update"])
+    assert minutes(0.4, skip_zero_advantage=False) == full and minutes(0.4, algo="forking")["score"] == full["score"]
+
+
 def test_parking_the_trainer_while_vllm_samples_grows_vllms_share():
     """--vllm_offload_trainer (14B's rollouts): the trainer's shards and AdamW state wait in host memory while vLLM
     is awake, so vLLM's share takes them: 14B's KV cache holds about twice the full-length sequences, every phase
