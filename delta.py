@@ -49,7 +49,6 @@ import transformers
 from tqdm import tqdm
 from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig, HfArgumentParser
 
-import rewards
 
 
 # ======== 1. The method, in the paper's order (copyable: pure torch, collectives only on `group`) ====================
@@ -430,12 +429,18 @@ def decode_responses(tok, batch):
     return [tok.decode(i[m], skip_special_tokens=True) for i, m in zip(ids, mask)]
 
 
+def rewards():
+    """rewards.py, imported where a reward is computed or a dataset read: delta.py alone holds the copyable API."""
+    import rewards
+    return rewards
+
+
 def verify(run, batch, rows):
     """rewards.py's verdicts (1 right, 0 wrong) on the final answers (math) or the rows' tests run in the sandbox
     (code), timed (time/reward), and the reward: with DAPO's soft overlong punishment."""
     a, t = run.args, time.perf_counter()
     golds = [r["answer"] for r in rows for _ in range(a.group_size)]
-    correct = torch.tensor(rewards.score_batch(decode_responses(run.tok, batch), golds, run.reward,
+    correct = torch.tensor(rewards().score_batch(decode_responses(run.tok, batch), golds, run.reward,
                                                a.reward_timeout or None, stats=run.reward_stats,
                                                answer_format=run.answer_format))
     run.reward_seconds = time.perf_counter() - t
@@ -934,9 +939,9 @@ def evaluate(run, step, temperature=0.0, n=1, limit=None, answered=None):
                        temperature, n, seed=(seed * 101 + run.rank) * 10_007)
     golds, texts = [r["answer"] for r in mine for _ in range(n)], decode_responses(run.tok, batch) if mine else []
     fmt = run.answer_format
-    right = sum(rewards.score_batch(texts, golds, run.reward, run.args.reward_timeout or None,
+    right = sum(rewards().score_batch(texts, golds, run.reward, run.args.reward_timeout or None,
                                     answer_format=fmt)) if mine else 0.0
-    stated = sum(rewards.extract_answer(t, fmt) is not None for t in texts) if run.reward == "math" else len(texts)
+    stated = sum(rewards().extract_answer(t, fmt) is not None for t in texts) if run.reward == "math" else len(texts)
     counts = reduce(run, torch.tensor([right, stated, len(golds)], dtype=torch.float64, device=run.device))
     if answered is not None:
         answered.append(float(counts[1] / counts[2]))
@@ -1269,7 +1274,7 @@ def enable_checkpointing(model):  # non-reentrant, which works under DDP and FSD
 
 def load_task(args):
     """(kind, training rows, held-out rows): the embedded task, or a local file or hub dataset read by
-    rewards.dataset_rows (math or code, every row checked before any work)."""
+    rewards().dataset_rows (math or code, every row checked before any work)."""
     if not args.dataset:  # one fixed split for every seed: the held-out set never changes
         return ("code" if args.task == "code" else "math",) + tasks().TASKS[args.task]["build"](0, args.eval_size)
     kind, train_rows = load_rows(args.dataset, args.dataset_split, args)
@@ -1286,11 +1291,11 @@ def load_task(args):
 
 def load_rows(source, split, args):
     """A local .json/.jsonl/.parquet/.csv file or a hub dataset -> (kind, [{"question", "answer"}]), read by
-    rewards.dataset_rows with --prompt_key, --answer_key and --code_schema."""
+    rewards().dataset_rows with --prompt_key, --answer_key and --code_schema."""
     try:
-        return rewards.dataset_rows(rewards.read_table(source, split=split), args.prompt_key, args.answer_key,
+        return rewards().dataset_rows(rewards().read_table(source, split=split), args.prompt_key, args.answer_key,
                                     "math" if args.reward == "math" else args.code_schema)
-    except rewards.DataError as e:
+    except rewards().DataError as e:
         raise ArgumentError(f"{source}: {e}") from None
 
 
@@ -1430,8 +1435,8 @@ def validate_args(a: Args, world_size: int = 1) -> None:
     for name, known in (("algo", ALGOS), ("task", embedded), ("delta_margin", ("contrast", "own")),
                         ("delta_assign", ("soft", "hard")), ("feature_dtype", ("auto", "bf16", "fp32")),
                         ("precision", ("auto", "bf16", "fp32")), ("reward", ("auto", "math", "code")),
-                        ("answer_format", ("auto", *rewards.ANSWER_FORMATS)),
-                        ("code_schema", ("auto", *rewards.CODE_SCHEMAS)),
+                        ("answer_format", ("auto", *rewards().ANSWER_FORMATS)),
+                        ("code_schema", ("auto", *rewards().CODE_SCHEMAS)),
                         ("report_to", ("none", "tensorboard", "wandb"))):
         need(getattr(a, name) in known, f"--{name} {getattr(a, name)!r} is unknown; use one of {', '.join(known)}")
     need(a.max_new_tokens > 0 or not a.dataset, f"--dataset {a.dataset}: set --max_new_tokens, the response limit in "
@@ -1467,7 +1472,7 @@ def validate_args(a: Args, world_size: int = 1) -> None:
         need(not engines().vllm_problem(a), engines().vllm_problem(a))  # installed, a model length that fits
     for name in ("dataset", "eval_dataset", "model"):
         path = getattr(a, name)
-        if path and (path.startswith((".", "/")) or os.path.splitext(path)[1] in rewards.LOCAL_EXTS):
+        if path and (path.startswith((".", "/")) or os.path.splitext(path)[1] in rewards().LOCAL_EXTS):
             need(os.path.exists(path), f"--{name} {path}: no such file or folder")
     if a.model:  # the config only (a hub id without the hub is left to from_pretrained's own error)
         try:
@@ -1488,12 +1493,12 @@ def resolve_defaults(args, kind=None, rows=()):
         raise ArgumentError(f"--reward {args.reward}, but the rows are {kind} rows ("
                             f"{'test specs' if kind == 'code' else 'answers, no test specs'}): use --reward auto")
     args.reward = kind
-    asked = collections.Counter(rewards.asked_format(r["question"]) for r in rows) if args.dataset else {}
+    asked = collections.Counter(rewards().asked_format(r["question"]) for r in rows) if args.dataset else {}
     asked = max(asked, key=asked.get) if asked else None  # what most prompts ask for themselves, if anything
-    other = collections.Counter(rewards.asked_format(r["question"], graded=False) for r in rows if kind == "math")
+    other = collections.Counter(rewards().asked_format(r["question"], graded=False) for r in rows if kind == "math")
     other.pop(None, None)
     if other and not asked and "auto" in (args.answer_format, args.instruction):
-        formats = " | ".join(rewards.ANSWER_FORMATS)
+        formats = " | ".join(rewards().ANSWER_FORMATS)
         raise ArgumentError(f"{sum(other.values())} of {len(rows)} prompts ask for {max(other, key=other.get)}, an "
                             f"answer format no rule here grades: give --answer_format ({formats}) and --instruction "
                             "(the text that asks for it; '' to leave the prompts as they are)")
@@ -1503,7 +1508,7 @@ def resolve_defaults(args, kind=None, rows=()):
         warnings.warn(f"the prompts ask for {asked} answers, graded as --answer_format {args.answer_format}")
     if args.instruction == "auto":  # code prompts carry their format, the embedded tasks' responses too
         ask = args.dataset and kind == "math" and not asked
-        args.instruction = rewards.ANSWER_FORMATS[args.answer_format] if ask else ""
+        args.instruction = rewards().ANSWER_FORMATS[args.answer_format] if ask else ""
     if not args.model:  # the tiny default's warm start
         args.sft_target_acc = args.sft_target_acc or tasks().TASKS[args.task]["sft_target"]
     elif args.lr == Args.lr and int(os.environ.get("RANK", "0")) == 0:  # the tiny default's rate on a real model

@@ -983,6 +983,25 @@ def delta_py_alone(tmp_path):
     return str(folder)
 
 
+def test_delta_py_alone_imports_and_runs_the_copyable_api(tmp_path):
+    """The copy path: delta.py alone in an empty folder (torch and transformers installed, no rewards.py beside it)
+    imports in a fresh interpreter and runs the four functions of the paper; rewards.py is loaded only where a reward
+    is computed or a dataset read."""
+    (tmp_path / "alone").mkdir()
+    shutil.copy(os.path.join(ROOT, "delta.py"), tmp_path / "alone")
+    code = ("import sys, torch; sys.path = [p for p in sys.path if p not in ('', %r)]\n"
+            "from delta import group_advantages, token_features, delta_coefficients, policy_loss\n"
+            "torch.manual_seed(0); adv = group_advantages(torch.tensor([1., 0., 0., 1.]), 2)\n"
+            "mask = torch.ones(4, 3, dtype=torch.bool); logp = torch.rand(4, 3).log()\n"
+            "v = token_features(torch.randn(4, 3, 5), logp)\n"
+            "lam = delta_coefficients(v, adv, mask)\n"
+            "loss, _ = policy_loss(logp, logp, adv, mask, lam)\n"
+            "print(round(float(lam.mean()), 6), 'rewards' in sys.modules)\n") % ROOT
+    p = subprocess.run([sys.executable, "-c", code], cwd=tmp_path / "alone", capture_output=True, text=True,
+                       env=dict(os.environ, PYTHONPATH=str(tmp_path / "alone")), timeout=300)
+    assert p.returncode == 0 and p.stdout.split() == ["1.0", "False"], p.stderr[-2000:]
+
+
 def test_a_model_on_a_dataset_needs_neither_tasks_py_nor_engines_py():
     """tasks.py holds the offline default (the tiny model, the embedded tasks): a --model on a --dataset is checked
     and set up without it, or engines.py."""
