@@ -50,7 +50,6 @@ from tqdm import tqdm
 from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig, HfArgumentParser
 
 
-
 # ======== 1. The method, in the paper's order (copyable: pure torch, collectives only on `group`) ====================
 def group_advantages(rewards, group_size, scale="group", eps=1e-6):
     """Eq. A. rewards: [N] with the G responses of each prompt adjacent. Returns adv [N].
@@ -441,8 +440,8 @@ def verify(run, batch, rows):
     a, t = run.args, time.perf_counter()
     golds = [r["answer"] for r in rows for _ in range(a.group_size)]
     correct = torch.tensor(rewards().score_batch(decode_responses(run.tok, batch), golds, run.reward,
-                                               a.reward_timeout or None, stats=run.reward_stats,
-                                               answer_format=run.answer_format))
+                                                 a.reward_timeout or None, stats=run.reward_stats,
+                                                 answer_format=run.answer_format))
     run.reward_seconds = time.perf_counter() - t
     reward = correct.to(run.device)  # [N]
     if run.algo["overlong"]:
@@ -628,7 +627,7 @@ def update(run, batch, adv, weights, plans):
             loss, sums = loss + part.detach() * run.world, sums + metrics
         if not groups:  # no rank forwards a row of it: the gradient is 0, as its forwards would have left it
             for p in model.parameters():
-                if p.grad is None:
+                if p.requires_grad and p.grad is None:
                     p.grad = torch.zeros_like(p)
         norm = float(torch.nn.utils.clip_grad_norm_(model.parameters(), a.max_grad_norm))  # global, under FSDP too
         if math.isfinite(norm):
@@ -940,7 +939,7 @@ def evaluate(run, step, temperature=0.0, n=1, limit=None, answered=None):
     golds, texts = [r["answer"] for r in mine for _ in range(n)], decode_responses(run.tok, batch) if mine else []
     fmt = run.answer_format
     right = sum(rewards().score_batch(texts, golds, run.reward, run.args.reward_timeout or None,
-                                    answer_format=fmt)) if mine else 0.0
+                                      answer_format=fmt)) if mine else 0.0
     stated = sum(rewards().extract_answer(t, fmt) is not None for t in texts) if run.reward == "math" else len(texts)
     counts = reduce(run, torch.tensor([right, stated, len(golds)], dtype=torch.float64, device=run.device))
     if answered is not None:
@@ -1274,7 +1273,7 @@ def enable_checkpointing(model):  # non-reentrant, which works under DDP and FSD
 
 def load_task(args):
     """(kind, training rows, held-out rows): the embedded task, or a local file or hub dataset read by
-    rewards().dataset_rows (math or code, every row checked before any work)."""
+    rewards.dataset_rows (math or code, every row checked before any work)."""
     if not args.dataset:  # one fixed split for every seed: the held-out set never changes
         return ("code" if args.task == "code" else "math",) + tasks().TASKS[args.task]["build"](0, args.eval_size)
     kind, train_rows = load_rows(args.dataset, args.dataset_split, args)
@@ -1291,10 +1290,10 @@ def load_task(args):
 
 def load_rows(source, split, args):
     """A local .json/.jsonl/.parquet/.csv file or a hub dataset -> (kind, [{"question", "answer"}]), read by
-    rewards().dataset_rows with --prompt_key, --answer_key and --code_schema."""
+    rewards.dataset_rows with --prompt_key, --answer_key and --code_schema."""
     try:
         return rewards().dataset_rows(rewards().read_table(source, split=split), args.prompt_key, args.answer_key,
-                                    "math" if args.reward == "math" else args.code_schema)
+                                      "math" if args.reward == "math" else args.code_schema)
     except rewards().DataError as e:
         raise ArgumentError(f"{source}: {e}") from None
 
