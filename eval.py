@@ -317,7 +317,7 @@ def benchmark_rows(name, table, args=None):
     rows = []
     for i, r in enumerate(table):
         if name == "gsm8k":
-            row = {"question": r["question"], "answer": r["answer"].split("####")[-1].strip().replace(",", "")}
+            row = {"question": r["question"], "answer": rewards.gold_answer(r["answer"], i, "answer")}  # after ####
         elif name == "humaneval":  # HumanEval's harness: prompt, then the completion, then test + check(entry_point)
             row = {"question": f"Complete this Python function:\n```python\n{r['prompt']}```", "prompt": r["prompt"],
                    "answer": {"setup": r["prompt"], "assert": f"{r['test']}\ncheck({r['entry_point']})",
