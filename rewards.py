@@ -8,10 +8,12 @@ The API (a verdict is 1.0 or 0.0, never an exception for anything a model wrote)
                                                   many at once, in worker processes, a deadline per item
 The parts they are made of, public too:
     ANSWER_FORMATS                                where a math answer is stated: boxed (default), answer_line
-                                                  (DAPO-Math's `Answer: X`), last_number; each with its instruction
+                                                  (DAPO-Math's `Answer: X`), last_number, hashes (GSM8K's `#### X`);
+                                                  each with its instruction
     extract_answer(response, answer_format) -> str | None   the final answer, e.g. the last \\boxed{...}
     final_answers(response, answer_format) -> list[str]     what is graded: the last box, or a final run of boxes
-    asked_format(prompt) -> str | None            the format a prompt's own text asks for
+    asked_format(prompt, graded) -> str | None    the format a prompt's own text asks for (graded=False: one no
+                                                  rule here reads, such as `<answer>` tags)
     extract_code(response, entry_point) -> str | None   the fenced python block that is graded
     stdout_matches(got, expected), value_matches(got, expected) -> bool   how results are compared
     lcb_stdout_matches(got, expected) -> bool     LiveCodeBench's rule (a spec's "compare": "lcb")
@@ -21,6 +23,8 @@ Code datasets (section 4), rows as people store them -> the specs above:
     code_specs(rows, schema) -> list[dict]        every row's spec, checked first; CODE_SCHEMAS lists the layouts
     code_rows(rows, schema) -> [(prompt, spec)]   the same with each row's prompt in code_prompt's convention
     dataset_rows(rows, prompt_key, answer_key) -> (kind, rows)   any dataset's rows, math or code, read once
+    gold_answer(value, i, key) -> str | list      an answer column's value by its dataset's convention (GSM8K's
+                                                  `####`, a final box, a list of acceptable answers: any-of)
     read_table(path, config, split) -> list[dict]   a local .jsonl/.json/.parquet/.csv file or a hub dataset
     spec_deepcoder, spec_primeintellect, spec_apps, spec_livecodebench, spec_jsonl   one reader per layout
     code_prompt(question, starter_code, fn_name) -> str   LiveCodeBench's prompt convention
@@ -62,8 +66,8 @@ __all__ = ["math_reward", "code_reward", "run_tests", "score_batch", "extract_an
            "HARNESS_IMPORTS", "STARTUP_TIMEOUT", "code_specs", "code_rows", "CODE_SCHEMAS", "spec_deepcoder",
            "spec_primeintellect", "spec_apps", "spec_livecodebench", "spec_jsonl", "code_prompt", "get_field",
            "lcb_private_tests", "pickled_str", "lcb_in_window", "lcb_release_files", "CodeSpecError", "DataError",
-           "dataset_rows", "read_table", "asked_format", "ANSWER_FORMATS"]  # and SandboxError, which loads
-# sandbox.py (a copy of rewards.py without it still grades math)
+           "dataset_rows", "gold_answer", "read_table", "asked_format",
+           "ANSWER_FORMATS"]  # and SandboxError, which loads sandbox.py (a copy of rewards.py without it grades math)
 MATH_TIMEOUT = 5.0  # seconds of wall clock per math item, parsing and sympy included
 CODE_TIMEOUT = 10.0  # seconds per code item, all its tests together
 
@@ -159,7 +163,7 @@ ANSWER_FORMATS = {  # where a response states its final answer -> the instructio
 # A prompt that already asks for a format (DAPO-Math-17k's own text asks for an `Answer:` line) needs no instruction.
 _ASKS = {"answer_line": re.compile(r"(?i)\b(?:form|after|with)\W{0,3}answer\s*:"),
          "boxed": re.compile(r"\\boxed"),
-         "hashes": re.compile(r"####")}  # verl's GSM8K prompts: 'output the final answer after "####"'
+         "hashes": re.compile(r"(?i)\b(?:after|with|following|form|format)\W{0,3}####")}  # verl's GSM8K prompts
 _UNGRADED = {"<answer></answer> tags": re.compile(r"<answer>")}  # formats prompts ask for that no rule here reads
 _HASHES = re.compile(r"####[ \t]*([^\n]*)")  # GSM8K: the rest of the line after the last `####`
 _NUMBER = re.compile(r"(?<![\w.])[-+]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:\s*/\s*\d+)?(?!\w)")

@@ -1266,6 +1266,9 @@ def test_local_dataset_and_model_path_like_a_user(tiny, tmp_path):
                   *FAST[:8], "--max_new_tokens", "48", "--progress", "false")
     assert p.returncode == 0, p.stderr[-3000:]
     assert json.load(open(os.path.join(out, "args.json")))["instruction"] == rewards.ANSWER_FORMATS["boxed"]
+    first = tasks.addition_task(0, 0)[0][8]  # the first training row (8 held out): printed as the model sees it
+    said = p.stderr[p.stderr.index("the first prompt as the model sees it:"):]
+    assert first["question"] in said and f"its gold answer: {int(first['answer'])!r}" in said
     assert [r["step"] for r in read_metrics(out) if "reward/mean" in r] == [1]
     bad = run_delta("--model", tiny, "--dataset", str(data), "--prompt_key", "question", "--output_dir", out + "2",
                     "--max_new_tokens", "48")
