@@ -1563,7 +1563,7 @@ def test_core_signatures_as_documented():
     import inspect
 
     readme = open(os.path.join(ROOT, "README.md")).read()
-    block = readme.split("## The copyable API", 1)[1].split("```python\n", 1)[1].split("```", 1)[0]
+    block = readme.split("## 3. Copy the loss", 1)[1].split("```python\n", 1)[1].split("```", 1)[0]
     funcs = dict(group_advantages=group_advantages, token_features=token_features,
                  delta_coefficients=delta_coefficients, policy_loss=policy_loss)
     calls = [n for n in ast.walk(ast.parse(block)) if isinstance(n, ast.Call) and getattr(n.func, "id", "") in funcs]
