@@ -153,7 +153,10 @@ def report(out):
               " response length | entropy (rows trained) |\n|---|---|---|---|---|---|")
         for step, acc, answered in evals:
             window = [r for r in steps if step - 20 < r["step"] <= step]
-            mean = lambda k: sum(r[k] for r in window) / len(window) if window else float("nan")  # noqa: E731
+            if not window:  # step 0: the base model, no training steps before it
+                print(f"| {step} | {100 * acc:.1f} % | {100 * (answered or 0):.0f} % | - | - | - |")
+                continue
+            mean = lambda k: sum(r.get(k, float("nan")) for r in window) / len(window)  # noqa: E731
             print(f"| {step} | {100 * acc:.1f} % | {100 * (answered or 0):.0f} % | {100 * mean('reward/acc'):.1f} % | "
                   f"{mean('response/length'):.1f} | {mean('entropy/trained'):.3f} |")
         if steps:
@@ -162,6 +165,9 @@ def report(out):
             total = t["generate"] + t["score"] + t["coefficients"] + t["train"]
             print(f"seconds per step (mean of {len(steps)}): " + ", ".join(f"{p} {t[p]:.2f}" for p in phases) +
                   f" (rewards inside generate); step {total:.2f}")
+            share = lambda k: sum(r.get(k, float("nan")) for r in steps) / len(steps)  # noqa: E731
+            print(f"rows scored and trained: {share('rows/trained'):.0%} of the rollouts' (zero-spread groups "
+                  f"{share('groups/zero_std'):.0%}: --skip_zero_advantage forwards none of their rows)")
         final = os.path.join(out, name, "eval", "samples.jsonl")
         if base and os.path.exists(final):
             after = {r["problem_index"]: float(r["correct"]) for r in map(json.loads, open(final))}
