@@ -117,7 +117,7 @@ def test_dataset_rows_read_prompts_as_text_or_chat_messages():
     kind, rows = rewards.dataset_rows([{"prompt": msgs, "gold": 2}, {"prompt": json.dumps(msgs), "gold": 2}],
                                       "prompt", "gold")
     assert kind == "math" and rows == [{"question": msgs, "answer": 2}] * 2
-    with pytest.raises(rewards.DataError, match="row 1: column 'prompt' holds int"):
+    with pytest.raises(rewards.DataError, match="row 1: --prompt_key prompt holds int"):
         rewards.dataset_rows([{"prompt": "a", "gold": 1}, {"prompt": 7, "gold": 1}], "prompt", "gold")
     held = [{"question": "1+1?", "answer": "2", "reward": "math", "answer_format": "last_number", "instruction": "x"}]
     assert rewards.dataset_rows(held) == ("math", [{"answer_format": "last_number", "instruction": "x",
