@@ -348,8 +348,8 @@ def rl_step(run, step):
               "entropy/trained": (entropy * live).sum().item() / max(1, live.sum().item()),
               "time/generate": t1 - t0, "time/score": t2 - t1,
               "time/reward": run.reward_seconds, "time/coefficients": t3 - t2, "time/train": t4 - t3})
-    if bool(scored.all()):  # every response scored: the entropy of all of them
-        m["entropy"] = (entropy * mask).sum().item() / n
+    if not a.skip_zero_advantage or algo["score_all"]:  # every response scored on every rank (the same keys on
+        m["entropy"] = (entropy * mask).sum().item() / n  # all ranks: all_mean reduces them as one tensor)
     if "sampler_logp" in batch:  # the sampler's and the trainer's log-probs of the sampled tokens
         gap = (batch["sampler_logp"] - batch["old_logp"]).abs() * live
         m["rollout/logp_gap"] = gap.sum().item() / max(1, live.sum().item())
