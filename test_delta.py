@@ -908,6 +908,34 @@ def test_skipping_the_rows_of_advantage_zero_is_exact(tiny, tmp_path, monkeypatc
         assert (full["metrics"]["grad_norm"] > 0) == (algo != "lam_bottom"), algo
 
 
+def _uneven_skip_worker(rank, world, tmp, tiny):
+    import torch.distributed as dist
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", init_method=f"file://{tmp}/rendezvous", rank=rank, world_size=world)
+    PLANTED[4:] = [[1] * 4, [0] * 4, [1, 0, 1, 0], [0, 0, 1, 1]]  # rank 1: every row has an advantage; rank 0: none
+    delta.verify = planted_rewards
+    try:
+        model, tok = delta.load_model(tiny, torch.device("cpu"))
+        args = Args(model=tiny, prompts_per_step=8, group_size=4, mini_batch_prompts=4, max_new_tokens=12,
+                    max_prompt_length=32, precision="fp32")
+        delta.resolve_defaults(args)
+        run = delta.make_run(args, model, tok, tiny, rank, world, train_rows=tasks.addition_task(0, 0)[0])
+        run.reward_stats = dict(timeouts=0, errors=0)
+        m = delta.rl_step(run, 0)
+        torch.save(m, f"{tmp}/uneven{rank}.pt")
+        del run, model
+    finally:
+        dist.destroy_process_group()
+
+
+def test_ranks_log_the_same_metrics_whatever_rows_they_skip(tiny, tmp_path):
+    """Rank 0 skips every row, rank 1 none: both log the same metric names (all_mean reduces them as one tensor;
+    a key decided by a rank's own rows made gloo abort on a size mismatch under torchrun --vllm)."""
+    mp.spawn(_uneven_skip_worker, args=(2, str(tmp_path), tiny), nprocs=2, join=True)
+    m0, m1 = (torch.load(f"{tmp_path}/uneven{r}.pt") for r in (0, 1))
+    assert m0 == m1 and "entropy" not in m0 and m0["rows/trained"] == pytest.approx(0.5)
+
+
 def test_a_batch_of_zero_spread_runs_no_forward_and_moves_no_weight(tiny, monkeypatch):
     """Every group's rewards equal: neither pass forwards a row and the weights stay as they were (AdamW's first
     step on a gradient of 0; weight decay is off here, since it moves every weight on any step, skipped or not)."""
