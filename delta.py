@@ -957,7 +957,7 @@ def evaluation(run, step):
         if answered[0] == 0 and run.rank == 0 and step == 0:
             print(f"warning: none of the {len(run.eval_rows)} greedy held-out responses states an answer in the "
                   f"format {run.answer_format}, so every reward is 0 and RL has nothing to learn from: choose the "
-                  "format the model writes (--answer_format boxed | answer_line | last_number) or ask for it "
+                  f"format the model writes (--answer_format {' | '.join(rewards().ANSWER_FORMATS)}) or ask for it "
                   "(--instruction)", file=sys.stderr)
     if a.eval_samples:
         out["eval/sampled_accuracy"] = evaluate(run, step, a.temperature, a.eval_samples)
