@@ -89,7 +89,8 @@ def code_reward(response, tests, timeout=CODE_TIMEOUT, entry_point=None):
       {"fn_name": name, "inputs": [argument lists], "outputs": [return values]}   call-based
       {"assert": test source, "setup": code run first, "entry_point": name}     HumanEval/MBPP style
     stdin and call-based specs compare as stdout_matches and value_matches do, or, with "compare": "lcb", by
-    LiveCodeBench's own rules (lcb_stdout_matches; the returned value == the expected one, a numpy scalar too);
+    LiveCodeBench's own rules (lcb_stdout_matches; the returned value == the expected one); a returned numpy
+    scalar is the number it holds under both;
     with "test_timeout": seconds, each test gets that long and the first failing one ends the item, as
     LiveCodeBench's harness runs (`timeout` stays the item's limit in all). The graded block
     is the last one defining the entry point (`entry_point`, the spec's entry_point or fn_name) when one does,
@@ -919,7 +920,7 @@ def _grade(code, spec, timeout):
     expected, passed, lcb = spec["outputs"], [False] * len(spec["outputs"]), spec.get("compare") == "lcb"
     per_test = {"test_timeout": float(spec["test_timeout"])} if spec.get("test_timeout") else {}
     if "fn_name" in spec:  # LiveCodeBench's rule: the returned value == the expected one (True == 1 too)
-        request = {"mode": "call", "fn_name": spec["fn_name"], "inputs": spec["inputs"], "numpy_scalars": lcb}
+        request = {"mode": "call", "fn_name": spec["fn_name"], "inputs": spec["inputs"]}
         compare = (lambda got, exp: got == exp) if lcb else value_matches
         same = lambda data, exp: compare(json.loads(data, parse_int=_int), exp)
     else:
@@ -994,14 +995,15 @@ def lcb_stdout_matches(got, expected):
 
 
 def value_matches(got, expected):
-    """fn_name tests: equal JSON values (tuples arrive as lists), floats within FLOAT_TOLERANCE, bools
-    only equal to bools. An expected value wrapped in a one-element list (APPS writes call-based outputs
-    so) also accepts the bare value."""
+    """fn_name tests: equal JSON values (tuples arrive as lists), bools only equal to bools; a number expected
+    as an integer only by an equal number, one expected as a float also within FLOAT_TOLERANCE (as stdin's
+    tokens). An expected value wrapped in a one-element list (APPS writes call-based outputs so) also accepts
+    the bare value."""
     def same(a, b):
         if isinstance(a, bool) or isinstance(b, bool):
             return a is b
         if isinstance(a, (int, float)) and isinstance(b, (int, float)):
-            return a == b if isinstance(a, int) and isinstance(b, int) else a == b or _close(a, b)
+            return a == b or (isinstance(b, float) and _close(a, b))
         if isinstance(a, list) and isinstance(b, list):
             return len(a) == len(b) and all(map(same, a, b))
         if isinstance(a, dict) and isinstance(b, dict):

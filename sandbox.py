@@ -880,7 +880,7 @@ def send_result(report, i, ok, data):
 
 def scalar(x):
     """A numpy scalar as the Python number it holds (LiveCodeBench compares a returned np.int64 with ==, so it
-    passes there); anything else is not JSON."""
+    passes there, under either comparison here); anything else is not JSON."""
     if type(x).__module__ == "numpy" and getattr(x, "shape", None) == () and hasattr(x, "item"):
         return x.item()
     raise TypeError(f"{type(x).__name__} is not JSON")
@@ -892,7 +892,6 @@ def run_call(req, report):
     this driver reads with the output limit and the per-test limit; a call past it ends the item."""
     r, w = os.pipe()
     per_test = req.get("test_timeout")
-    default = scalar if req.get("numpy_scalars") else None
 
     def body():
         module = load(req, "solution")
@@ -901,7 +900,7 @@ def run_call(req, report):
         write_all(w, frame(b"loaded"))
         for args in req["inputs"]:
             try:
-                data = json.dumps(f(*args), separators=(",", ":"), default=default).encode()
+                data = json.dumps(f(*args), separators=(",", ":"), default=scalar).encode()
             except BaseException:
                 data = b""
             write_all(w, frame(data))

@@ -203,6 +203,8 @@ NOISY_ADD = ("import sys\nprint('debug: loading')\ndef add(a, b):\n    print('de
     (dict(CALL, outputs=[None, None]), "def add(a, b):\n    raise ValueError", 0),  # an error is not the value None
     (dict(CALL, outputs=[None, None]), "def add(a, b):\n    return None", 1),
     (dict(CALL, fn_name="pair", outputs=[[1, 2], [10, 20]]), "def pair(a, b):\n    return (a, b)", 1),
+    (CALL, "import numpy as np\ndef add(a, b):\n    return np.int64(a) + b", 1),  # a numpy integer (review-6 B7)
+    (CALL, "def add(a, b):\n    return float(a + b) + 1e-9", 0),  # an integer expected: no tolerance
     (ASSERT, ADD, 1),
     (ASSERT, "def add(a, b):\n    return a + b + 1", 0),
     # output of the solution is kept apart from the verdict: debug prints and demo blocks change nothing
@@ -235,8 +237,12 @@ def test_stdout_matches_token_rules(got, expected, ok):
     ([2, 1], [1, 2], False), (True, 1, False), (1, True, False), (True, True, True), ("3", 3, False),
     ({"a": [1.0]}, {"a": [1]}, True), ({"a": 1}, {"b": 1}, False), (None, None, True), (None, [], False),
     (5, [5], True), ([5], [5], True), (5, [5, 6], False), ([[1, 2]], [[1, 2]], True), ([1, 2], [[1, 2]], True),
+    (10_000_001.0, 10_000_000, False), (10_000_001, 10_000_000, False), (10_000_000.0, 10_000_000, True),
+    (3.0000000001, 3, False), (10_000_000.5, 10_000_000.0, True), (2 ** 60 + 1, 2 ** 60, False),
 ])
 def test_value_matches_json_values(got, expected, ok):
+    """An integer expected: an equal number only (LiveCodeBench's and APPS's ==); a float: also within 1e-6, as
+    stdin's tokens (the last rule took 10,000,001.0 for 10,000,000)."""
     assert rewards.value_matches(got, expected) is ok
 
 
