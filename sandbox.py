@@ -78,7 +78,13 @@ SECCOMP_DENY = (  # EPERM: namespaces, keys, tracing, mounts, eBPF, io_uring, fi
     "kcmp", "pidfd_getfd", "perf_event_open", "bpf", "userfaultfd", "io_uring_setup", "io_uring_enter",
     "io_uring_register", "mount", "umount2", "pivot_root", "chroot", "open_tree", "move_mount", "fsopen",
     "fsconfig", "fsmount", "fspick", "mount_setattr", "flock", "inotify_init", "inotify_init1", "fanotify_init",
-    "memfd_create")  # a memfd is the one writable file that could be executed (/work is noexec)
+    "memfd_create",  # a memfd is the one writable file that could be executed (/work is noexec)
+    "sysinfo", "syslog", "ustat")  # host-wide counters another item moves: shared and free memory, processes,
+# the kernel's log (a crash writes a line), a device's free blocks. docs/security.md lists every call and file that
+# reads a host-wide counter, and its answer.
+# The program's own /proc: only its PID namespace's processes and self, none of /proc's host-wide files (meminfo,
+# stat, loadavg, uptime, vmstat, sys/, ...). A kernel that cannot mount it so (before Linux 5.8): no /proc at all.
+PROC_OPTIONS = "hidepid=invisible,subset=pid"
 # Futexes: a shared (not FUTEX_PRIVATE_FLAG) futex on a page of a file is keyed by the file and the offset, so two
 # items waiting and waking on a page of the same read-only file (libc's code) would meet. Only private ones reach
 # the kernel: a shared wait returns at once (EAGAIN, a spurious wake-up: the caller checks its word again, so a
@@ -409,7 +415,7 @@ def run(program, request, timeout, secret=None, sink=None, preload=()):
                       binds=binds(), disk=LIMITS["disk"], files=LIMITS["files"], output=LIMITS["output"],
                       message=LIMITS["message"], site=[os.path.realpath(p) for p in site.getsitepackages()],
                       seccomp=SECCOMP_DENY, fcntl=FCNTL_DENY, families=SOCKET_FAMILIES, clone=CLONE_NEW,
-                      futex_waits=SHARED_FUTEX_WAITS, futex2=FUTEX2)
+                      futex_waits=SHARED_FUTEX_WAITS, futex2=FUTEX2, proc=PROC_OPTIONS)
         zygote = _zygote(preload)
         req_r, req_w = os.pipe()
         rep_r, rep_w = os.pipe()
@@ -525,7 +531,7 @@ NR = {"x86_64": dict(audit=0xC000003E, unshare=272, setns=308, clone=56, clone3=
                      open_tree=428, move_mount=429, fsopen=430, fsconfig=431, fsmount=432, fspick=433,
                      mount_setattr=442, flock=73, inotify_init=253, inotify_init1=294, fanotify_init=300, socket=41,
                      socketpair=53, fcntl=72, memfd_create=319, futex=202, futex_waitv=449, futex_wake=454,
-                     futex_wait=455, futex_requeue=456),
+                     futex_wait=455, futex_requeue=456, sysinfo=99, syslog=103, ustat=136),
       "aarch64": dict(audit=0xC00000B7, unshare=97, setns=268, clone=220, clone3=435, keyctl=219, add_key=217,
                       request_key=218, ptrace=117, process_vm_readv=270, process_vm_writev=271, kcmp=272,
                       pidfd_getfd=438, perf_event_open=241, bpf=280, userfaultfd=282, io_uring_setup=425,
@@ -533,7 +539,7 @@ NR = {"x86_64": dict(audit=0xC000003E, unshare=272, setns=308, clone=56, clone3=
                       open_tree=428, move_mount=429, fsopen=430, fsconfig=431, fsmount=432, fspick=433,
                       mount_setattr=442, flock=32, inotify_init1=26, fanotify_init=262, socket=198, socketpair=199,
                       fcntl=25, memfd_create=279, futex=98, futex_waitv=449, futex_wake=454, futex_wait=455,
-                      futex_requeue=456)}.get(ARCH)
+                      futex_requeue=456, sysinfo=179, syslog=116)}.get(ARCH)
 FCNTL = dict(F_GETLK=5, F_SETLK=6, F_SETLKW=7, F_OFD_GETLK=36, F_OFD_SETLK=37, F_OFD_SETLKW=38, F_SETLEASE=1024,
              F_GETLEASE=1025, F_NOTIFY=1026)
 RDONLY, NOSUID, NODEV, NOEXEC, REMOUNT, BIND, REC, PRIVATE = 1, 2, 4, 8, 32, 4096, 16384, 1 << 18
@@ -586,12 +592,10 @@ def build_root(req):
                          ("stdout", "/proc/self/fd/1"), ("stderr", "/proc/self/fd/2")):
         os.symlink(target, f"{root}/dev/{name}")
     os.makedirs(root + "/proc")
-    for options in ("hidepid=invisible,subset=pid", "hidepid=2", None):  # this PID namespace's processes only
-        try:
-            mount("proc", root + "/proc", NOSUID | NODEV | NOEXEC, "proc", options)
-            break
-        except OSError:
-            continue
+    try:  # PROC_OPTIONS, or no /proc: never one with the host's counters
+        mount("proc", root + "/proc", NOSUID | NODEV | NOEXEC, "proc", req["proc"])
+    except OSError:
+        os.rmdir(root + "/proc")
     os.makedirs(root + "/.old")
     mount(None, root, REMOUNT | RDONLY | NOSUID | NODEV)  # the root itself is read-only
     os.chdir(root)

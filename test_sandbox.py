@@ -10,6 +10,7 @@ The suite runs as root, as CI and most GPU containers do; attacks run through th
 """
 import ast
 import collections
+import contextlib
 import ctypes
 import datetime
 import decimal
@@ -847,6 +848,66 @@ def test_items_share_no_inode_they_can_lock_or_watch():
     assert set(inside.values()) == {1}, inside  # EPERM
     host = json.loads(subprocess.run([sys.executable, "-c", LOCKS], capture_output=True, text=True).stdout)
     assert all(host[k] == "made" for k in ("flock", "posix lock", "get lock", "inotify")), host
+
+
+FILL_SHM = """import os, time
+for i in range(2):  # 96 MiB of the item's tmpfs (two files: 64 MiB a file at most), which the host counts as shared
+    with open(f'/dev/shm/fill{i}', 'wb') as f:
+        f.write(os.urandom(1 << 20) * 48)
+time.sleep(3)
+print('filled')"""
+WATCH_SHM = """import ctypes, os, time
+libc = ctypes.CDLL(None, use_errno=True)
+info, seen = ctypes.create_string_buffer(256), []
+end = time.time() + 3
+while time.time() < end:
+    if libc.sysinfo(info) != 0:
+        print('sysinfo', os.strerror(ctypes.get_errno()))
+        break
+    seen.append(int.from_bytes(info.raw[48:56], 'little'))  # sharedram (unit: 1 byte on 64-bit)
+    time.sleep(0.01)
+print('moved' if seen and max(seen) - min(seen) > 64 << 20 else 'still')
+try:
+    print(open('/proc/meminfo').read().split('\\n')[4])  # Shmem, the same figure
+except OSError as e:
+    print('meminfo', e.strerror)"""
+HOST_WIDE = """import ctypes, json, os
+libc = ctypes.CDLL(None, use_errno=True)
+out = {'sysinfo': libc.sysinfo(ctypes.create_string_buffer(256)) or 'read'}
+out['sysinfo'] = ctypes.get_errno() if out['sysinfo'] != 'read' else 'read'
+out['syslog'] = ctypes.get_errno() if libc.klogctl(10, None, 0) < 0 else 'read'  # the kernel log's size
+out['proc'] = sorted(n for n in os.listdir('/proc') if not n.isdigit()) if os.path.isdir('/proc') else None
+print(json.dumps(out))"""
+
+
+@needs_root_ns
+def test_items_graded_at_once_share_no_host_wide_counter(monkeypatch):
+    """The host's shared-memory figure (sysinfo, /proc/meminfo), which each item's tmpfs feeds: one item fills
+    96 MiB of /dev/shm while another, graded at once, watches it. Inside, sysinfo, the kernel log (syslog) and
+    ustat are refused (EPERM) and /proc holds only the item's processes and `self` (no meminfo, stat, loadavg,
+    sys/); where the kernel cannot mount /proc so, the program gets none. The control: the same two programs
+    unconfined, at once: the watcher sees the figure move by more than 64 MiB."""
+    stats = {}
+    spec = {"inputs": [""], "outputs": ["moved"]}
+    got = rewards.score_batch([fence(FILL_SHM), fence(WATCH_SHM)], [{"inputs": [""], "outputs": ["filled"]}, spec],
+                              "code", timeout=20, stats=stats, workers=2)
+    assert got == [1.0, 0.0] and stats["errors"] == 0
+    inside = json.loads(sandboxed(HOST_WIDE)[0]["out"])
+    assert inside == {"sysinfo": 1, "syslog": 1, "proc": ["self", "thread-self"]}, inside
+    monkeypatch.setattr(sandbox, "PROC_OPTIONS", "no-such-option")  # a kernel before 5.8: no /proc, still graded
+    assert json.loads(sandboxed(HOST_WIDE)[0]["out"])["proc"] is None
+    assert rewards.code_reward(fence(STDIN_ADD), STDIN) == 1.0
+    fill = f"/dev/shm/rlvr-test-fill-{os.getpid()}"
+    try:
+        filler = subprocess.Popen([sys.executable, "-c", FILL_SHM.replace("/dev/shm/fill", fill)],
+                                  stdout=subprocess.DEVNULL)
+        watched = subprocess.run([sys.executable, "-c", WATCH_SHM], capture_output=True, text=True)
+        filler.wait()
+    finally:
+        for i in range(2):
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(f"{fill}{i}")
+    assert watched.stdout.startswith("moved"), watched.stdout + watched.stderr
 
 
 SERVE_THE_ANSWER = """import os, socket, time
