@@ -207,7 +207,8 @@ _BINDS = None
 def binds():
     """What the program's root holds, read-only, as [source, target] pairs (a symlink is recreated): SYSTEM_BINDS,
     the interpreter (its executable, libpython, a venv's pyvenv.cfg) and its standard library, and at each
-    site-packages folder a view holding the code of SITE_PACKAGES and nothing else (site_view), over the real one.
+    site-packages folder (the interpreter's, its venv's base installation's, and any inside a bound folder) a view
+    holding the code of SITE_PACKAGES and nothing else (site_view), over the real one.
     Symlinks on the way are recreated; nothing else of the installation (its other executables, package data)
     or of /usr is there."""
     global _BINDS
@@ -219,22 +220,37 @@ def binds():
     want += [sys.executable] + [os.path.join(libdir, sysconfig.get_config_var(k) or "") for k in
                                 ("LDLIBRARY", "INSTSONAME") if sysconfig.get_config_var(k)]
     want += [p for p in (os.path.join(sys.prefix, "pyvenv.cfg"),) if os.path.isfile(p)]
-    sites = [p for p in (sysconfig.get_path("purelib"), sysconfig.get_path("platlib"), *site.getsitepackages())
+    base = {"base": sys.base_prefix, "platbase": sys.base_exec_prefix}  # a venv's base installation
+    sites = [p for p in (sysconfig.get_path("purelib"), sysconfig.get_path("platlib"), *site.getsitepackages(),
+                         sysconfig.get_path("purelib", vars=base), sysconfig.get_path("platlib", vars=base))
              if os.path.isdir(p)]
     links, real = [], []
     for p in want + sites:
         for q in _chain(os.path.abspath(p)):
             (links if os.path.islink(q) else real).append(q)
-    sites = list(dict.fromkeys(os.path.realpath(p) for p in sites))
-    real = sorted(set(real) - set(sites), key=len)
+    sites = {os.path.realpath(p) for p in sites}
+    real = sorted(set(real) - sites, key=len)
     out = []
     for p in real:  # the outermost of nested paths only (a bind inside a read-only bind cannot be made)
         if not any(p == q or p.startswith(q.rstrip("/") + "/") for q in out):
             out.append(p)
     inside = lambda p: any(p.startswith(q.rstrip("/") + "/") for q in out)
+    sites = sorted(sites | {d for p in out if os.path.isdir(p) for d in _package_folders(p)})  # however reached
     _BINDS = ([[p, p] for p in out] + [[site_view(s), s] for s in sites]  # a view may cover a folder of the stdlib
               + [[p, p] for p in dict.fromkeys(links) if not inside(p)])
     return _BINDS
+
+
+def _package_folders(folder):
+    """Every site-packages or dist-packages folder inside `folder` (a standard library that holds its
+    installation's own packages: pyenv, /usr/local builds, the python container images), as real paths."""
+    found = []
+    for d, subdirs, _ in os.walk(folder):
+        for name in [n for n in subdirs if n in ("site-packages", "dist-packages")]:
+            subdirs.remove(name)
+            if not os.path.islink(os.path.join(d, name)):
+                found.append(os.path.realpath(os.path.join(d, name)))
+    return found
 
 
 def _is_code(name):

@@ -21,6 +21,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import sysconfig
 import tempfile
 import threading
 import time
@@ -1332,6 +1333,37 @@ def test_a_python_in_a_venv_below_tmp_runs_the_sandbox(tmp_path):
             f"rewards.code_reward({fence(STDIN_ADD)!r}, {STDIN!r}))")
     p = subprocess.run([str(venv / "bin" / "python"), "-c", code], capture_output=True, text=True, timeout=120)
     assert p.returncode == 0 and p.stdout.split() == ["1.0", "1.0"], p.stderr[-2000:]
+
+
+BASE_PACKAGES = """import json, os, sys
+base = sys.argv[1] if len(sys.argv) > 1 else BASE
+names = sorted(os.listdir(base)) if os.path.isdir(base) else []
+sys.path.append(base)
+try:
+    import sympy
+    print('imported sympy', sympy.__file__)
+except ImportError:
+    print(json.dumps(names))"""
+
+
+@needs_root_ns
+def test_the_base_installation_of_a_venv_is_out_of_sight(tmp_path):
+    """A venv made over this Python (pyenv: its own site-packages lies inside its standard library's folder, which
+    the root binds whole), without the base's packages: a program that looks in the base's site-packages finds
+    only SITE_PACKAGES' code and cannot import a package installed there (sympy). The control: the same program
+    run by the venv's Python unconfined imports it."""
+    base = sysconfig.get_path("purelib", vars={"base": sys.base_prefix})
+    assert os.path.isdir(os.path.join(base, "sympy")) and base.startswith(sysconfig.get_path("stdlib") + "/")
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    program = f"BASE = {base!r}\n" + BASE_PACKAGES
+    code = (f"import sys; sys.path.insert(0, {ROOT!r}); import rewards, sandbox; "
+            f"print(sandbox.run({program!r}, {{'mode': 'stdin', 'inputs': ['']}}, 60)['results'][0]['out'])")
+    inside = subprocess.run([str(venv / "bin" / "python"), "-c", code], capture_output=True, text=True, timeout=120)
+    names = json.loads(inside.stdout.strip().splitlines()[0])
+    assert names and {n.split(".")[0] for n in names} <= set(sandbox.SITE_PACKAGES), (names, inside.stderr[-2000:])
+    control = subprocess.run([str(venv / "bin" / "python"), "-c", program], capture_output=True, text=True)
+    assert control.stdout.startswith("imported sympy"), control.stdout + control.stderr
 
 
 def test_rewards_copied_alone_grades_math_and_names_what_code_needs(tmp_path):
