@@ -213,7 +213,7 @@ def binds():
     or of /usr is there."""
     global _BINDS
     if _BINDS is not None:
-        return _BINDS
+        return _present(_BINDS)
     arch = sysconfig.get_config_var("MULTIARCH") or f"{os.uname().machine}-linux-gnu"
     want = [p.format(arch=arch) for p in SYSTEM_BINDS] + [sysconfig.get_path(k) for k in ("stdlib", "platstdlib")]
     libdir = sysconfig.get_config_var("LIBDIR") or ""
@@ -241,6 +241,19 @@ def binds():
     return _BINDS
 
 
+def _present(pairs):
+    """The binds, each source checked before an item uses it (a long-lived worker outlives a temp-folder
+    cleaner): a view with a file gone is made again; any other source gone is a SandboxError naming it."""
+    for pair in pairs:
+        files = _VIEW_FILES.get(pair[0])
+        if files is not None:
+            if not all(os.path.exists(os.path.join(pair[0], rel)) for rel in files):
+                pair[0] = site_view(pair[1])
+        elif not os.path.lexists(pair[0]):
+            raise SandboxError(f"{pair[0]}, which the program's root binds, is gone")
+    return pairs
+
+
 def _package_folders(folder):
     """Every site-packages or dist-packages folder inside `folder` (a standard library that holds its
     installation's own packages: pyenv, /usr/local builds, the python container images), as real paths."""
@@ -260,8 +273,8 @@ def _is_code(name):
 
 def site_view(folder):
     """A folder holding copies of the code files (_is_code) of SITE_PACKAGES found in site-packages `folder`,
-    with their times (so their bytecode stays valid): made once under the temp folder and kept, named by the
-    files' paths, sizes and times, so a changed package makes a new view."""
+    with their times (so their bytecode stays valid): made under the temp folder and kept, named by the files'
+    paths, sizes and times, so a changed package makes a new view; made again when any of its files is gone."""
     import hashlib
 
     files = []
@@ -286,6 +299,8 @@ def site_view(folder):
         base = tempfile.mkdtemp(prefix="rlvr-site-")  # not ours alone: a view of this process only
         os.chmod(base, 0o755)
     view = os.path.join(base, key)
+    if os.path.isdir(view) and not all(os.path.exists(os.path.join(view, rel)) for rel, _, _ in files):
+        shutil.rmtree(view, ignore_errors=True)  # a temp-folder cleaner took part of it: made again
     if not os.path.isdir(view):
         tmp = tempfile.mkdtemp(dir=base)
         for rel, _, _ in files:
@@ -297,7 +312,11 @@ def site_view(folder):
             os.rename(tmp, view)
         except OSError:  # another process made it first
             shutil.rmtree(tmp, ignore_errors=True)
+    _VIEW_FILES[view] = [rel for rel, _, _ in files]
     return view
+
+
+_VIEW_FILES = {}  # a view -> the files it holds (binds() checks they are all still there)
 
 
 def _sweep(cgroups, how, uids):
@@ -590,6 +609,8 @@ def build_root(req):
             if not os.path.lexists(dst):
                 os.symlink(os.readlink(src), dst)
             continue
+        if not os.path.exists(src):
+            raise FileNotFoundError(f"{src}, which the program's root binds, is gone")  # never a file made there
         if os.path.isdir(src):
             os.makedirs(dst, exist_ok=True)
         else:
@@ -927,23 +948,23 @@ def run_call(req, report):
         return 0
     pid = spawn(req, req["uids"][0], (w,), body, group=True)
     os.close(w)
-    late = False
+    done = False
     for i in range(-1, len(req["inputs"])):  # -1: the program loaded
         try:
             data = read_frame(within(r, None if per_test is None else time.monotonic() + per_test), req["output"])
         except TimeoutError:
-            late = True
             send_result(report, max(i, 0), False, b"")
             break
         except (EOFError, ValueError):
             break
         if i >= 0:
             send_result(report, i, bool(data), data)
-    if late:
-        kill_program(req, pid)
     else:
-        drain(r, 0)
+        done = True
+    if done:  # every call answered: the process ends by itself (a process it left, holding the pipe, is no matter)
         os.waitpid(pid, 0)
+    else:
+        kill_program(req, pid)
     os.close(r)
 
 

@@ -466,6 +466,10 @@ def test_honest_programs_that_share_objects_with_the_tests_score_one():
 
 
 # ============================================================================ honest programs
+DETACH = ("import os, subprocess, sys, time\nif os.fork() == 0:  # a daemon: its own session, its stdio closed\n"
+          "    os.setsid()\n    fd = os.open(os.devnull, os.O_RDWR)\n    for i in (0, 1, 2):\n        os.dup2(fd, i)\n"
+          "    time.sleep(60)\n    os._exit(0)\nsubprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'], "
+          "start_new_session=True, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)\n")
 IDIOMS = {  # name: (tests, program); each works under `python solution.py < input` or the reference harness
     "a thread started without join": (
         {"inputs": ["3\n1 2 3\n"], "outputs": ["6\n"]},
@@ -523,6 +527,8 @@ IDIOMS = {  # name: (tests, program); each works under `python solution.py < inp
         "def half():\n    return Fraction(1, 2)"),
     "an entry point named like a builtin": ({"assert": "assert sum([1, 2]) == 3", "entry_point": "sum"},
                                             "def sum(xs):\n    t = 0\n    for x in xs:\n        t += x\n    return t"),
+    **{f"a detached background process ({mode})": (spec, DETACH + program) for mode, spec, program in (
+        ("stdin", {"inputs": ["1 2\n"], "outputs": ["3\n"]}, STDIN_ADD), ("call", CALL, ADD), ("assert", ASSERT, ADD))},
 }
 
 
@@ -534,6 +540,44 @@ def test_honest_idioms_score_one_as_under_the_reference_harness():
     reference = [bench_honest.reference_verdict({"code": p, "tests": t}, 20) for t, p in items]
     assert reference == [1.0] * len(items), dict(zip(IDIOMS, reference))
     assert got == reference, dict(zip(IDIOMS, got))
+
+
+@needs_root_ns
+def test_a_detached_background_process_ends_with_its_item():
+    """The idiom above scores 1 in every mode (the last design: 0 in call mode, waiting for the daemon to close
+    the results pipe it inherited), and its processes, in sessions of their own, end with the item."""
+    for spec in ({"inputs": ["1 2\n"], "outputs": ["3\n"]}, CALL, ASSERT):
+        t = time.monotonic()
+        assert rewards.code_reward(fence(DETACH + (STDIN_ADD if "outputs" in spec and "fn_name" not in spec
+                                                    else ADD)), spec, timeout=20) == 1.0
+        assert time.monotonic() - t < 10
+    time.sleep(0.2)
+    assert leftover_sandbox_processes() == []
+
+
+@needs_root_ns
+def test_a_long_lived_worker_survives_a_temp_folder_cleaner(monkeypatch):
+    """The site-packages view lives in the temp folder: a cleaner that removes one of its files, or all of it,
+    between items of one worker changes no verdict (the view is made again; the last design raised for every
+    later item). A bind source that is gone is a SandboxError naming it, on the host and in the driver (the last
+    design made an empty file in its place)."""
+    program = fence("import numpy as np\ndef add(a, b):\n    return int(np.add(a, b))")
+    assert rewards.code_reward(program, ASSERT) == 1.0
+    view = next(src for src, _ in sandbox.binds() if "numpy/__init__.py" in sandbox._VIEW_FILES.get(src, ()))
+    os.remove(os.path.join(view, "numpy", "__init__.py"))
+    assert rewards.code_reward(program, ASSERT) == 1.0
+    view = next(src for src, _ in sandbox.binds() if "numpy/__init__.py" in sandbox._VIEW_FILES.get(src, ()))
+    shutil.rmtree(os.path.dirname(view))
+    assert rewards.code_reward(program, ASSERT) == 1.0
+    gone = tempfile.mkdtemp()
+    os.rmdir(gone)
+    monkeypatch.setattr(sandbox, "_BINDS", sandbox.binds() + [[gone, gone]])
+    with pytest.raises(sandbox.SandboxError, match=gone):
+        sandbox.binds()
+    monkeypatch.setattr(sandbox, "binds", lambda: sandbox._BINDS)  # past the host's check: the driver's
+    with pytest.raises(sandbox.SandboxError, match=gone):
+        sandbox.run(STDIN_ADD, {"mode": "stdin", "inputs": ["1 2\n"]}, 20)
+    assert not os.path.exists(gone)
 
 
 def test_other_peoples_solutions_get_the_reference_harness_verdict():
