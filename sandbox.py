@@ -30,12 +30,16 @@ The protocol (frames: an 8-byte big-endian length, then the bytes; JSON where it
           to their end, reports the nonce. The program never holds the tests or the nonce.
 
 The assert channel's rule (Channel). The tests' process asks, the program's process answers. A value crosses as
-data of the closed set of types in VALUES (one table for both ways); any other object as a handle, a number of
+data of the closed set of types in VALUES (one table for both ways; numpy arrays and scalars of plain dtypes as
+themselves); any other object as a handle, a number of
 the side that lent it, whose claimed type, module or name mean nothing to the other side. The program speaks only
 while the tests wait for an answer: the answer, or a request of TESTS_ANSWER (call, next, iter, len, item,
-membership, truth, text, and a public attribute of an instance of a class the tests or the setup define) on an
-object the tests lent it. The tests' side looks up no name, imports nothing and calls nothing else at its
-request; anything else breaks the channel, and the tests do not pass.
+membership, truth, text, an operator of OPS, a public attribute of an instance of a class the tests or the setup
+define, a file method of an object the tests patched in) on an object the tests lent it. The tests' side looks
+up no name, imports nothing and calls nothing else at its request; anything else breaks the channel, and the
+tests do not pass. The tests' side asks what a shared namespace would give it: the program's module-level data
+as it is now, its objects' operators, `with` and `await`; it sends its patches (unittest.mock's, builtins,
+sys.stdin, sys.argv) and its assignments to the program's names with each request.
 """
 import contextlib
 import json
@@ -540,7 +544,8 @@ def write_all(fd, data):
 
 
 # ---------------------------------------------------------------------------- 4. confine: the root
-import atexit  # noqa: E402  (the inside half's own imports, loaded by the zygote: a program's uid may not read them)
+import ast  # noqa: E402  (the inside half's own imports, loaded by the zygote: a program's uid may not read them)
+import atexit  # noqa: E402
 import builtins  # noqa: E402
 import collections  # noqa: E402
 import ctypes  # noqa: E402
@@ -552,6 +557,7 @@ import gc  # noqa: E402
 import importlib  # noqa: E402
 import io  # noqa: E402
 import numbers  # noqa: E402
+import operator  # noqa: E402
 import resource  # noqa: E402
 import struct  # noqa: E402
 import time  # noqa: E402
@@ -986,10 +992,9 @@ def run_assert(req, report):
 
     def program():
         module = load(req, "solution")
-        ch = Channel(b, tests=False, limit=req["message"])
-        g = module.__dict__
-        modules = [k for k, v in list(g.items()) if isinstance(v, types.ModuleType)]
-        ch.send({"globals": ch.names(g), "modules": modules})
+        ch = Channel(b, tests=False, limit=req["message"], output=req["output"])
+        ch.module = module.__dict__  # what the tests read live ("global") and write back ("set")
+        ch.send({"globals": ch.names(ch.module)})
         while True:
             try:
                 msg = ch.recv()
@@ -1001,11 +1006,11 @@ def run_assert(req, report):
     r, w = os.pipe()
 
     def tests():
-        if run_tests(Channel(a, tests=True, limit=req["message"]), secret, req.get("entry_point")):
+        if run_tests(Channel(a, tests=True, limit=req["message"]), secret, req.get("entry_point"), req["program"]):
             write_all(w, (secret["nonce"] + " ok").encode())
         return 0
     tester = spawn(req, req["uids"][1], (a.fileno(), w), tests, dumpable=False)
-    del secret
+    secret.clear()
     for s in (a, b):
         s.close()
     os.close(w)
@@ -1016,12 +1021,15 @@ def run_assert(req, report):
     return verdict.decode("utf-8", "replace")
 
 
-def run_tests(ch, secret, entry):
-    """The tests' side. Its namespace: the program's names (data, or handles), less any that shadows a builtin
-    (the entry point excepted), and where the program bound a standard-library module's own name to a module
-    (`import math`), the tests' own import of it (never the program's, patched or replaced); then the setup, run
-    here, so that every name it binds (its helpers, their classes) is the tests' own copy whatever the program
-    redefined, the entry point excepted; then the tests.
+def run_tests(ch, secret, entry, program):
+    """The tests' side. Its namespace: the program's objects as handles, less any name that shadows a builtin
+    (the entry point excepted); the program's module-level data read live from its process whenever the tests
+    use it (TestsBuiltins), and what the tests assign to such a name written back before the program next runs;
+    a name of a standard-library module the tests' own (stdlib_names, decided here from the program's source,
+    never from what its process says); then the setup, run here, so that every name it binds (its helpers, their
+    classes) is the tests' own copy whatever the program redefined, the entry point excepted; then the tests.
+    The tests' patches (unittest.mock's, and what they assign in builtins or to sys.stdin and sys.argv) reach
+    the program with each request (Channel.outgoing).
     True only when the tests ran to their end: nothing raised, the channel stayed whole, no assert of the tests
     failed inside a call the program made back, and no unittest test was skipped, failed or stopped."""
     own = set(vars(builtins))
@@ -1030,19 +1038,95 @@ def run_tests(ch, secret, entry):
         raise ch.broke("no names")
     names = {k: ch.dec(v) for k, v in first["globals"].items()
              if not k.startswith("__") and (k not in own or k == entry)}
-    ns = dict(names, __name__="tests", __builtins__=builtins)
-    for k in first.get("modules") or ():
-        if k in names and k in sys.stdlib_module_names and not k.startswith("_") and k not in ("this", "antigravity"):
-            with contextlib.suppress(Exception):
-                ns[k] = importlib.import_module(k)
+    ns = {k: v for k, v in names.items() if type(v) is Remote or k == entry}  # objects: handles, for good
+    ns.update(stdlib_names(program, names), __name__="tests", __builtins__=TestsBuiltins(ch))
+    source = (secret.get("setup") or "") + secret["assert"]
+    ch.watch(ns, watch_mock() if "mock" in source else [])
     setup = secret.get("setup") or ""
     if setup.strip():
         exec(compile(runnable_alone(setup), "setup.py", "exec"), ns)
         if entry in names:
             ns[entry] = names[entry]
-    unittest_run = watch_unittest() if "unittest" in setup + secret["assert"] else {}
+    ch.live = (ch.live | set(names)) - set(ns)  # the program's data, read live; what the setup bound is the tests'
+    unittest_run = watch_unittest() if "unittest" in source else {}
     exec(compile(secret["assert"], "tests.py", "exec"), ns)
     return not (ch.broken or ch.failed or unittest_run.get("incomplete"))
+
+
+def stdlib_names(program, names):
+    """The tests' own object for each of the program's names that is a standard-library module's name, decided
+    from the program's source alone (what it or its process binds there at run time means nothing): the
+    module itself, or what the program's last import binding that name imports (`from datetime import
+    datetime`: the class), imported here."""
+    bound = {}
+
+    def visit(body):
+        for node in body:
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                for a in node.names:
+                    if isinstance(node, ast.Import):
+                        bound[a.asname or a.name.split(".")[0]] = (a.name if a.asname else a.name.split(".")[0], None)
+                    elif not node.level:
+                        bound[a.asname or a.name] = (node.module, a.name)
+            elif not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                for field in ("body", "orelse", "finalbody", "handlers"):
+                    visit(getattr(node, field, None) or [])
+    try:
+        visit(ast.parse(program).body)
+    except (SyntaxError, ValueError, RecursionError):
+        pass
+    out = {}
+    for k in names:
+        if k not in sys.stdlib_module_names or k.startswith("_") or k in ("this", "antigravity"):
+            continue
+        module, attr = bound.get(k, (k, None))
+        if module.split(".")[0] not in sys.stdlib_module_names or module.split(".")[0] in ("this", "antigravity"):
+            module, attr = k, None
+        with contextlib.suppress(Exception):
+            out[k] = importlib.import_module(module) if attr is None else getattr(importlib.import_module(module), attr)
+    return out
+
+
+class TestsBuiltins(dict):
+    """The tests' builtins: the interpreter's own (looked up at each use, so a test's own patch of builtins
+    holds), then a name of the program's module read from its process now (a list its function appends to,
+    a counter it increments: what they are after the call). The interpreter reads builtins through __getitem__
+    when they are not a plain dict, as exec's globals here are not."""
+
+    def __init__(self, ch):
+        super().__init__(vars(builtins))
+        self.ch = ch
+
+    def __getitem__(self, name):
+        value = vars(builtins).get(name, Remote)
+        if value is not Remote:
+            return value
+        if type(name) is not str or name.startswith("__") or self.ch.broken:
+            raise KeyError(name)
+        value = self.ch.request("global", name)  # the program's KeyError: the tests' NameError
+        self.ch.live.add(name)
+        return value
+
+
+def watch_mock():
+    """unittest.mock's patches active in the tests' process, in the order they were entered (the tests' own
+    process: the program cannot reach this list)."""
+    import unittest.mock as mock
+
+    active = []
+    enter, leave = mock._patch.__enter__, mock._patch.__exit__
+
+    def entered(self):
+        result = enter(self)
+        active.append(self)
+        return result
+
+    def left(self, *exc):
+        with contextlib.suppress(ValueError):
+            active.remove(self)
+        return leave(self, *exc)
+    mock._patch.__enter__, mock._patch.__exit__ = entered, left
+    return active
 
 
 def runnable_alone(setup):
@@ -1092,6 +1176,16 @@ def _pairs(v, d):
 
 
 FACTORIES = {f.__name__: f for f in (int, float, str, list, dict, set, tuple)}  # a defaultdict's, by name
+
+
+def _factory(f, e):
+    """A defaultdict's factory as it crosses: None, a builtin type by name, or any other as the encoder sends
+    it (a function: a handle, which the other side calls)."""
+    return next((k for k, v in FACTORIES.items() if v is f), None) if f is None or f in FACTORIES.values() else e(f)
+
+
+def _unfactory(v, d):
+    return FACTORIES[v] if type(v) is str else None if v is None else d(v)
 # The values that cross the assert channel as data, both ways: one table for the encoder and the decoder.
 # tag: (the types it carries, to data (value, encoder of a part), from data (data, decoder of a part)). An
 # instance of a subclass crosses as the base type (a namedtuple as a tuple, an IntEnum as an int); str, bool,
@@ -1111,10 +1205,8 @@ VALUES = {
     "dict": ((dict,), _items, lambda v, d: dict(_pairs(v, d))),
     "Counter": ((collections.Counter,), _items, lambda v, d: collections.Counter(dict(_pairs(v, d)))),
     "OrderedDict": ((collections.OrderedDict,), _items, lambda v, d: collections.OrderedDict(_pairs(v, d))),
-    "defaultdict": ((collections.defaultdict,),
-                    lambda x, e: [next((k for k, f in FACTORIES.items() if f is x.default_factory), None),
-                                  _items(x, e)],
-                    lambda v, d: collections.defaultdict(None if v[0] is None else FACTORIES[v[0]], _pairs(v[1], d))),
+    "defaultdict": ((collections.defaultdict,), lambda x, e: [_factory(x.default_factory, e), _items(x, e)],
+                    lambda v, d: collections.defaultdict(_unfactory(v[0], d), _pairs(v[1], d))),
     "deque": ((collections.deque,), lambda x, e: [[e(i) for i in x], x.maxlen],
               lambda v, d: collections.deque([d(i) for i in v[0]], v[1])),
     "range": ((range,), lambda x, e: [e(x.start), e(x.stop), e(x.step)], lambda v, d: range(*[d(i) for i in v])),
@@ -1130,19 +1222,118 @@ VALUES = {
 TAGS = {t: tag for tag, (types_, _, _) in VALUES.items() for t in types_}
 BUILTIN_ERRORS = {name: c for name, c in vars(builtins).items() if isinstance(c, type) and issubclass(c, Exception)
                   and not issubclass(c, (StopIteration, StopAsyncIteration))}  # how an error crosses by name
-TESTS_ANSWER = ("call", "next", "iter", "len", "getitem", "contains", "bool", "str", "repr", "getattr", "setattr")
+TESTS_ANSWER = ("call", "next", "iter", "len", "getitem", "contains", "bool", "str", "repr", "getattr", "setattr",
+                "op")
+# The operators a handle forwards (Remote), by name: the other side applies them to its own object ("r:add":
+# reflected, `1 + handle`). The tests' side answers all but "await" on the objects it lent.
+OPS = {name.rstrip("_"): getattr(operator, name) for name in (
+    "add", "sub", "mul", "matmul", "truediv", "floordiv", "mod", "pow", "lshift", "rshift", "and_", "or_", "xor",
+    "lt", "le", "gt", "ge", "neg", "pos", "abs", "invert", "index")}
+OPS.update(divmod=divmod, int=int, float=float, complex=complex, round=round, format=format, reversed=reversed,
+           enter=lambda o: type(o).__enter__(o), exit=lambda o, *exc: type(o).__exit__(o, *exc))
+BINARY = ("add", "sub", "mul", "matmul", "truediv", "floordiv", "mod", "pow", "lshift", "rshift", "and", "or", "xor",
+          "divmod")
+FILE_ATTRS = ("read", "readline", "readlines", "write", "writelines", "flush", "fileno", "isatty", "seek", "tell",
+              "close", "closed", "readable", "writable", "seekable", "encoding", "errors", "newlines", "mode", "name")
+NUMPY_DTYPES = {"b1", "i1", "i2", "i4", "i8", "u1", "u2", "u4", "u8", "f2", "f4", "f8", "c8", "c16"}
+
+
+def plain_dtype(d):
+    """A numpy dtype string of numbers, bools or fixed-width text: what crosses as a numpy value."""
+    return type(d) is str and d[:1] in "<>|=" and (d[1:] in NUMPY_DTYPES or (d[1:2] in ("U", "S") and d[2:].isdigit()))
+
+
+def numpy_data(x):
+    """A numpy array or scalar of a plain dtype as [dtype, shape, bytes as hex, is an array], else None."""
+    try:
+        dtype, shape, array = x.dtype.str, list(x.shape), type(x).__name__ == "ndarray"
+        return [dtype, shape, x.tobytes().hex(), array] if plain_dtype(dtype) and (array or not shape) else None
+    except Exception:
+        return None
+
+
+def from_numpy(v):
+    import numpy
+    dtype, shape, data, array = v
+    if not plain_dtype(dtype) or type(shape) is not list or not all(type(n) is int and n >= 0 for n in shape):
+        raise ValueError("not a numpy value")
+    a = numpy.frombuffer(bytes.fromhex(data), dtype=numpy.dtype(dtype)).reshape(shape).copy()
+    return a if array is True else a[()]
+
+
+async def awaiting(remote):
+    """A coroutine of the other side's, awaited here: its own process runs it to its end."""
+    return remote._channel.request("op", remote, "await")
+
+
+def run_to_end(awaitable):
+    """The program's side of an `await` in the tests: its coroutine run to its end in an event loop of its own."""
+    import asyncio
+
+    async def main():
+        return await awaitable
+    return asyncio.run(main())
 
 
 class Channel:
     """One side of the assert channel (the rule: the opening comment); `tests` says which. Objects it lends
     the other side are numbered here; the other side's objects are Remote handles."""
 
-    def __init__(self, sock, tests, limit):
-        self.sock, self.tests, self.limit = sock, tests, limit
+    def __init__(self, sock, tests, limit, output=1 << 20):
+        self.sock, self.tests, self.limit, self.output = sock, tests, limit, output
         self.lent, self.numbers = {}, {}  # handle -> an object lent to the other side; id(object) -> handle
         self.remotes, self.classes = {}, {}  # the other side's handles; its exception classes, made here
         self.broken = self.failed = False
         self.budget = None  # what the encoder may still spend (the program's side, for what it sends)
+        self.module = None  # the program's side: its module's namespace
+        self.ns, self.live, self.mock, self.base, self.sent, self.open = None, set(), [], {}, (), set()  # tests'
+        self.patched = {}  # the program's side: (module, name) -> what it was before the tests' patch
+
+    # ------------------------------------------------------------------ the tests' namespace and patches
+    def watch(self, ns, mock_patches):
+        """The tests' side: the namespace whose names of the program's data go back to it, and what a patch is
+        measured from (builtins, sys.stdin and sys.argv as they are now; unittest.mock's active patches)."""
+        self.ns, self.mock = ns, mock_patches
+        self.base = {("builtins", k): v for k, v in vars(builtins).items()}
+        self.base.update({("sys", "stdin"): sys.stdin, ("sys", "argv"): sys.argv})
+
+    def outgoing(self):
+        """The tests' side, before each request: the program's names the tests assigned ("set", then read live
+        again), and the tests' patches when they changed since the last request ("patch", all of them)."""
+        extra = {}
+        sets = {k: self.ns.pop(k) for k in [k for k in self.live if k in self.ns]}
+        if sets:
+            extra["set"] = {k: self.enc(v) for k, v in sets.items()}
+        now = {("sys", k): getattr(sys, k) for k in ("stdin", "argv") if getattr(sys, k) is not self.base[("sys", k)]}
+        now.update({("builtins", k): v for k, v in vars(builtins).items() if self.base.get(("builtins", k)) is not v})
+        for p in self.mock:
+            target = getattr(p, "target", None)
+            if isinstance(target, types.ModuleType) and type(p.attribute) is str:
+                now[(target.__name__, p.attribute)] = getattr(target, p.attribute, None)
+        key = tuple((m, k, id(v)) for (m, k), v in now.items())
+        if key != self.sent:
+            self.sent, extra["patch"] = key, [[m, k, self.enc(v)] for (m, k), v in now.items()]
+            lent = [v for v, (_, _, e) in zip(now.values(), extra["patch"]) if type(e) is dict and "h" in e]
+            self.open |= set(map(id, lent))  # the file methods of a patched-in object (a StringIO) may be read
+        return extra
+
+    def incoming(self, msg):
+        """The program's side: the tests' assignments to its names, and their patches, before it answers."""
+        for k, v in (msg.get("set") or {}).items():
+            self.module[k] = self.dec(v)
+        if "patch" not in msg:
+            return
+        want = {(m, k): self.dec(v) for m, k, v in msg["patch"]}
+        for (m, k), was in list(self.patched.items()):
+            if (m, k) not in want:
+                with contextlib.suppress(Exception):
+                    (setattr(sys.modules[m], k, was) if was is not Remote else delattr(sys.modules[m], k))
+                del self.patched[(m, k)]
+        for (m, k), value in want.items():
+            with contextlib.suppress(Exception):
+                module = sys.modules.get(m) or importlib.import_module(m)
+                self.patched.setdefault((m, k), getattr(module, k, Remote))
+                setattr(module, k, value)
 
     # ------------------------------------------------------------------ messages
     def broke(self, why):
@@ -1169,12 +1360,15 @@ class Channel:
     def request(self, op, *args, **kw):
         """Ask the other side; while waiting, answer what it asks back (on the tests' side only what
         TESTS_ANSWER lists, on objects the tests lent)."""
-        self.send({"op": op, "a": [self.enc(a) for a in args], "kw": {k: self.enc(v) for k, v in kw.items()}})
+        msg = {"op": op, "a": [self.enc(a) for a in args], "kw": {k: self.enc(v) for k, v in kw.items()}}
+        self.send(dict(msg, **self.outgoing()) if self.ns is not None else msg)
         while True:
             msg = self.recv()
             if "op" in msg:
                 self.serve(msg)
                 continue
+            if self.tests and "over" in msg:
+                raise self.broke("a call of the program printed past the output limit")  # never a silent cut
             for stream, text in (("stdout", msg.get("out")), ("stderr", msg.get("errout"))):
                 if self.tests and type(text) is str and text:
                     getattr(sys, stream).write(text)  # what the call printed, where the tests print now
@@ -1197,6 +1391,8 @@ class Channel:
         if self.tests and (op not in TESTS_ANSWER or type(args[0]) is not dict or list(args[0]) != ["yours"]):
             raise self.broke(f"a request the tests' side does not answer: {op!r}"[:200])  # never run, looked up
         args, kw = [self.dec(a) for a in args], {k: self.dec(v) for k, v in kw.items()}
+        if not self.tests:
+            self.incoming(msg)
         try:
             if self.tests:
                 result = self.answer_for_tests(op, args, kw)
@@ -1213,7 +1409,11 @@ class Channel:
                 raise
             reply = {"err": self.error(e)}
         if not self.tests:
-            reply.update(out=out.getvalue()[-self.limit // 4:], errout=errout.getvalue()[-self.limit // 4:])
+            printed = out.getvalue(), errout.getvalue()
+            if len(printed[0]) + len(printed[1]) > self.output:
+                reply = {"over": True}  # the tests fail: output is never cut short without a sign
+            else:
+                reply.update(out=printed[0], errout=printed[1])
             if "ok" in reply and len(dumps(reply)) > self.limit:  # (a string that JSON escapes to many times its size)
                 reply["ok"] = self.lend(result)
         self.send(reply)
@@ -1225,6 +1425,11 @@ class Channel:
             return obj(*rest, **kw)
         if op == "next":
             return next(obj)
+        if op == "op":
+            return (run_to_end(obj) if rest[0] == "await" else OPS[rest[0][2:]](rest[1], obj)
+                    if rest[0].startswith("r:") else OPS[rest[0]](obj, *rest[1:]))
+        if op == "global":
+            return self.module[obj]
         if op == "fields":  # a dataclass's class and compared fields, for value equality on the tests' side
             import dataclasses
             if not dataclasses.is_dataclass(obj) or isinstance(obj, type):
@@ -1240,13 +1445,27 @@ class Channel:
         """The tests' side: the operations of TESTS_ANSWER on an object the tests lent (a call back, the next
         item of an iterator, ...); an attribute only of an instance of a class the tests or the setup define,
         and never one whose name starts with an underscore (no way from there to frames, globals or builtins)."""
+        result = self.tests_operation(op, args, kw)
+        if id(args[0]) in self.open and type(result) not in (str, int, float, bool, type(None), *TAGS):
+            self.lend(result)  # (kept, so its id stays its own)
+            self.open.add(id(result))  # what a patched-in object gives (mock_open's file) is read as it is
+        return result
+
+    def tests_operation(self, op, args, kw):
         obj, rest = args[0], args[1:]
         if op in ("getattr", "setattr"):
-            if type(rest[0]) is not str or rest[0].startswith("_") or type(obj).__module__ != "tests":
+            patched_in = op == "getattr" and id(obj) in self.open and rest[0] in FILE_ATTRS
+            if type(rest[0]) is not str or rest[0].startswith("_") or not (type(obj).__module__ == "tests"
+                                                                           or patched_in):
                 raise AttributeError(f"the tests' side lends no attribute {rest[0]!r}"[:200])
             return getattr(obj, rest[0]) if op == "getattr" else setattr(obj, rest[0], rest[1])
         if op == "call":
             return obj(*rest, **kw)
+        if op == "op":  # an operator of the tests' own object (its own methods), by OPS's name
+            name = rest[0] if type(rest[0]) is str else ""
+            if name.removeprefix("r:") not in OPS or name == "await":
+                raise TypeError(f"the tests' side applies no operator {name!r}"[:200])
+            return OPS[name[2:]](rest[1], obj) if name.startswith("r:") else OPS[name](obj, *rest[1:])
         return {"next": lambda: next(obj), "iter": lambda: iter(obj), "len": lambda: len(obj),
                 "getitem": lambda: obj[rest[0]], "contains": lambda: rest[0] in obj, "bool": lambda: bool(obj),
                 "str": lambda: str(obj), "repr": lambda: repr(obj)}[op]()
@@ -1312,6 +1531,14 @@ class Channel:
             return x
         if t is Remote and x._channel is self:
             return {"yours": x._h}
+        if t.__module__ == "numpy" and (data := numpy_data(x)) is not None:  # an array or scalar, as itself
+            if self.budget is not None:
+                self.budget -= len(data[2])
+                if self.budget < 0:
+                    raise _Large()
+            return {"numpy": data}
+        if not self.tests and isinstance(x, types.CoroutineType):
+            return {"aw": self.lend(x)["h"]}  # the tests await it as a coroutine of their own (awaiting)
         tag = TAGS.get(t) or next((TAGS[b] for b in t.__mro__[1:] if b in TAGS), None)
         if tag is None and issubclass(t, str):
             return str.__str__(x)
@@ -1352,6 +1579,10 @@ class Channel:
             return self.lent[x]  # only an object this side lent
         if tag == "exc":
             return self.exception_class(x)
+        if tag == "numpy":
+            return from_numpy(x)
+        if tag == "aw":
+            return awaiting(self.remote(x))
         return VALUES[tag][2](x, self._dec)
 
     # ------------------------------------------------------------------ exceptions
@@ -1380,7 +1611,17 @@ class Channel:
             text = str(e)[:500]
         except Exception:
             text = ""
-        return {"type": kind, "msg": text}
+        err = {"type": kind, "msg": text}
+        self.budget = None if self.tests else self.limit // 8
+        try:  # its arguments and public attributes, as values cross (what is over the budget stays behind)
+            err["args"] = self.enc(tuple(e.args))
+            err["attrs"] = {k: self.enc(v) for k, v in list(vars(e).items())[:32]
+                            if type(k) is str and k.isidentifier() and not k.startswith("_")}
+        except Exception:
+            pass
+        finally:
+            self.budget = None
+        return err
 
     def exception(self, err):
         """The exception an answer carried, as the tests may catch it: a builtin one of BUILTIN_ERRORS, a class
@@ -1391,9 +1632,19 @@ class Channel:
             if not (isinstance(cls, type) and issubclass(cls, Exception)) or issubclass(
                     cls, (StopIteration, StopAsyncIteration)):
                 cls = RuntimeError
-            return cls(str(err.get("msg", ""))[:1000])
+            msg = str(err.get("msg", ""))[:1000]
         except Exception:
             return RuntimeError("an error the channel does not carry")
+        try:
+            args = self._dec(err["args"]) if "args" in err else (msg,)
+            e = cls(*args) if type(args) is tuple else cls(msg)
+        except Exception:
+            e = cls(msg)
+        for k, v in (err.get("attrs") if type(err.get("attrs")) is dict else {}).items():
+            if type(k) is str and k.isidentifier() and not k.startswith("_"):
+                with contextlib.suppress(Exception):
+                    setattr(e, k, self._dec(v))
+        return e
 
 
 class Remote:
@@ -1459,6 +1710,37 @@ class Remote:
 
     def __hash__(self):
         return hash(self._h)
+
+    def __enter__(self):
+        return self._channel.request("op", self, "enter")
+
+    def __exit__(self, kind, value, traceback):
+        if self._channel.broken:
+            return False
+        suppress = bool(self._channel.request("op", self, "exit", kind, value, None))
+        if suppress and isinstance(value, AssertionError) and self._channel.tests:
+            self._channel.failed = True  # an assert of the tests the program's context manager swallowed
+        return suppress
+
+    def __await__(self):
+        return awaiting(self).__await__()
+
+    def __round__(self, n=None):
+        return self._channel.request("op", self, "round", *(() if n is None else (n,)))
+
+    def __format__(self, spec):
+        return self._channel.request("op", self, "format", spec)
+
+
+def _forward(name):
+    return lambda self, *args: self._channel.request("op", self, name, *args)
+
+
+for _name in BINARY:  # the operators a handle forwards to its own side (OPS)
+    setattr(Remote, f"__{_name}__", _forward(_name))
+    setattr(Remote, f"__r{_name}__", _forward("r:" + _name))
+for _name in ("lt", "le", "gt", "ge", "neg", "pos", "abs", "invert", "index", "int", "float", "complex", "reversed"):
+    setattr(Remote, f"__{_name}__", _forward(_name))
 
 
 # ---------------------------------------------------------------------------- 7. driver, item, zygote

