@@ -1288,6 +1288,7 @@ class Channel:
         self.module = None  # the program's side: its module's namespace
         self.ns, self.live, self.mock, self.base, self.sent, self.open = None, set(), [], {}, (), set()  # tests'
         self.patched = {}  # the program's side: (module, name) -> what it was before the tests' patch
+        self.crossed = {}  # the tests' side: id -> an exception the program's side raised (kept: ids stay theirs)
 
     # ------------------------------------------------------------------ the tests' namespace and patches
     def watch(self, ns, mock_patches):
@@ -1644,6 +1645,7 @@ class Channel:
             if type(k) is str and k.isidentifier() and not k.startswith("_"):
                 with contextlib.suppress(Exception):
                     setattr(e, k, self._dec(v))
+        self.crossed[id(e)] = e
         return e
 
 
@@ -1717,9 +1719,9 @@ class Remote:
     def __exit__(self, kind, value, traceback):
         if self._channel.broken:
             return False
-        suppress = bool(self._channel.request("op", self, "exit", kind, value, None))
-        if suppress and isinstance(value, AssertionError) and self._channel.tests:
-            self._channel.failed = True  # an assert of the tests the program's context manager swallowed
+        suppress, ch = bool(self._channel.request("op", self, "exit", kind, value, None)), self._channel
+        if suppress and ch.tests and (isinstance(value, AssertionError) or id(value) in ch.crossed):
+            ch.failed = True  # a failed assert, or the program's own error, that its context manager swallowed
         return suppress
 
     def __await__(self):
@@ -1736,10 +1738,23 @@ def _forward(name):
     return lambda self, *args: self._channel.request("op", self, name, *args)
 
 
+def _between_handles(name):
+    """A binary operator or comparison, forwarded on the tests' side only between two of the program's objects:
+    a program's object never sees a value of the tests it could be compared with (`abs(x - expected) < 1e-9`
+    with an x whose subtraction claims 0), as `==` never shows it one (Remote.__eq__)."""
+    def method(self, other):
+        if self._channel.tests and (type(other) is not Remote or other._channel is not self._channel):
+            return NotImplemented
+        return self._channel.request("op", self, name, other)
+    return method
+
+
 for _name in BINARY:  # the operators a handle forwards to its own side (OPS)
-    setattr(Remote, f"__{_name}__", _forward(_name))
-    setattr(Remote, f"__r{_name}__", _forward("r:" + _name))
-for _name in ("lt", "le", "gt", "ge", "neg", "pos", "abs", "invert", "index", "int", "float", "complex", "reversed"):
+    setattr(Remote, f"__{_name}__", _between_handles(_name))
+    setattr(Remote, f"__r{_name}__", _between_handles("r:" + _name))
+for _name in ("lt", "le", "gt", "ge"):
+    setattr(Remote, f"__{_name}__", _between_handles(_name))
+for _name in ("neg", "pos", "abs", "invert", "index", "int", "float", "complex", "reversed"):
     setattr(Remote, f"__{_name}__", _forward(_name))
 
 

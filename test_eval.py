@@ -256,12 +256,11 @@ def test_readme_eval_commands_run_verbatim_after_training(tmp_path):
     first_eval = next(line for line in readme.splitlines() if line.startswith("python eval.py --model runs/"))
     work = tmp_path / "w"
     shutil.copytree(ROOT, work, ignore=shutil.ignore_patterns("runs", ".git", "__pycache__", "*.pyc"))
-    env = dict(os.environ, OMP_NUM_THREADS="2", PYTHONWARNINGS="ignore")
-    train = subprocess.run([sys.executable, "delta.py", "--max_steps", "1", "--eval_every", "0", "--eval_size", "32",
-                            "--progress", "false"], cwd=work, env=env, capture_output=True, text=True, timeout=900)
+    train = run_script(["delta.py", "--max_steps", "1", "--eval_every", "0", "--eval_size", "32", "--progress",
+                        "false"], cwd=work, timeout=900)  # (conftest's threads and limit: stretched under load)
     assert train.returncode == 0, train.stderr[-3000:]
     cmd = first_eval.split("#")[0].split()
-    p = subprocess.run([sys.executable] + cmd[1:], cwd=work, env=env, capture_output=True, text=True, timeout=900)
+    p = run_script(cmd[1:], cwd=work, timeout=900)
     assert p.returncode == 0, p.stderr[-3000:]
     res = json.load(open(work / "eval_out/results.json"))
     assert res["instruction"] == ""  # the tiny task's prompt, read from final/delta_prompt.json

