@@ -249,9 +249,9 @@ def _present(pairs):
     """The binds, each source checked before an item uses it (a long-lived worker outlives a temp-folder
     cleaner): a view with a file gone is made again; any other source gone is a SandboxError naming it."""
     for pair in pairs:
-        files = _VIEW_FILES.get(pair[0])
-        if files is not None:
-            if not all(os.path.exists(os.path.join(pair[0], rel)) for rel in files):
+        folders = _VIEWS.get(pair[0])
+        if folders is not None:  # a file removed changes its folder's time: a stat a folder, not one a file
+            if any(_mtime(d) != t for d, t in folders.items()):
                 pair[0] = site_view(pair[1])
         elif not os.path.lexists(pair[0]):
             raise SandboxError(f"{pair[0]}, which the program's root binds, is gone")
@@ -316,11 +316,18 @@ def site_view(folder):
             os.rename(tmp, view)
         except OSError:  # another process made it first
             shutil.rmtree(tmp, ignore_errors=True)
-    _VIEW_FILES[view] = [rel for rel, _, _ in files]
+    _VIEWS[view] = {d: _mtime(d) for d, _, _ in os.walk(view)}
     return view
 
 
-_VIEW_FILES = {}  # a view -> the files it holds (binds() checks they are all still there)
+_VIEWS = {}  # a view -> its folders' modification times, as made (binds() checks they are unchanged)
+
+
+def _mtime(path):
+    try:
+        return os.stat(path).st_mtime_ns
+    except OSError:
+        return None
 
 
 def _sweep(cgroups, how, uids):

@@ -696,10 +696,10 @@ def test_a_long_lived_worker_survives_a_temp_folder_cleaner(monkeypatch):
     design made an empty file in its place)."""
     program = fence("import numpy as np\ndef add(a, b):\n    return int(np.add(a, b))")
     assert rewards.code_reward(program, ASSERT) == 1.0
-    view = next(src for src, _ in sandbox.binds() if "numpy/__init__.py" in sandbox._VIEW_FILES.get(src, ()))
+    view = next(src for src, _ in sandbox.binds() if src in sandbox._VIEWS and os.path.isdir(f"{src}/numpy"))
     os.remove(os.path.join(view, "numpy", "__init__.py"))
     assert rewards.code_reward(program, ASSERT) == 1.0
-    view = next(src for src, _ in sandbox.binds() if "numpy/__init__.py" in sandbox._VIEW_FILES.get(src, ()))
+    view = next(src for src, _ in sandbox.binds() if src in sandbox._VIEWS and os.path.isdir(f"{src}/numpy"))
     shutil.rmtree(os.path.dirname(view))
     assert rewards.code_reward(program, ASSERT) == 1.0
     gone = tempfile.mkdtemp()
