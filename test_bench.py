@@ -9,6 +9,7 @@ import json
 import os
 import sys
 import types
+import zlib
 
 import pytest
 import torch
@@ -20,6 +21,7 @@ from conftest import FAST, ROOT, fixed_rollout, lam_of, pack, run_delta
 from delta import Args
 
 sys.path.insert(0, os.path.join(ROOT, "bench"))
+import direction  # noqa: E402
 import oracle  # noqa: E402  (adds ALGOS["oracle"]: an algorithm from outside delta.py)
 import rollouts  # noqa: E402
 
@@ -524,3 +526,115 @@ def test_filler_task_dumps_rollouts_that_bench_reads(tmp_path):
     assert all(rollouts.token_categories(r["solution"], r["question"]).count("first_wrong") == 0 for r in train[:200])
     lengths = [len(r["solution"]) for r in train[:2000]]
     assert min(lengths) >= 35 and sum(lengths) / len(lengths) > 70  # long-ish responses, many shared filler tokens
+
+
+# ------------------------------------------------------------------------------------- bench/direction.py
+def crc_verdicts(run, batch, rows):
+    """delta.verify's stand-in: right when the response's checksum is even (no grader: mixed groups on a raw model)."""
+    right = torch.tensor([float(zlib.crc32(t.encode()) % 2 == 0) for t in delta.decode_responses(run.tok, batch)])
+    run.reward_stats.update(timeouts=0, errors=0)
+    return right, right.clone()
+
+
+def direction_roll(tiny):
+    """A scored rollout of known responses as direction.py's roll: (run, roll)."""
+    run, batch, adv, _, _ = fixed_rollout(tiny, algo="dapo", overlong_buffer=0)  # no length penalty: adv as given
+    return run, dict(batch=batch, adv=adv, correct=(adv > 0).float(), stats={})  # the same advantages as the verdicts
+
+
+def test_direction_dots_and_norms_are_torchs_on_an_autograd_gradient(tiny):
+    """direction.py's running dot products and norms, read parameter by parameter off .grad, against torch's flat
+    computation on DAPO's gradient taken by autograd directly (policy_loss over the whole batch, old = logp
+    detached): the bench's surrogate_grad makes that gradient, and read_dots reads it, with and without AdamW's
+    preconditioner, and leaves no .grad behind."""
+    run, roll = direction_roll(tiny)
+    batch, adv, mask = roll["batch"], roll["adv"], roll["batch"]["response_mask"]
+    params = direction.trainable(run.model)
+    logp = delta.response_logprobs(run.model, batch["input_ids"], batch["attention_mask"], mask.shape[1], 1.0)[0]
+    loss, _ = delta.policy_loss(logp, logp.detach(), adv, mask & (adv != 0)[:, None], num_tokens=mask.sum())
+    want = -torch.cat([g.reshape(-1) for g in torch.autograd.grad(loss, params)])  # [n] the ascent direction
+    gen = torch.Generator().manual_seed(0)
+    vectors, d = torch.randn(3, want.numel(), generator=gen), torch.rand(want.numel(), generator=gen)
+    vectors[0] = want
+    direction.surrogate_grad(run, delta.ALGOS["dapo"], [roll], [None])
+    got = direction.read_dots(params, vectors, d)
+    assert all(p.grad is None for p in params)
+    gd = want * d  # D g
+    scale = float(want.norm() * vectors.norm(dim=1).max())
+    assert got["g2"] == pytest.approx(float(want.dot(want)), rel=1e-4)
+    assert got["pg2"] == pytest.approx(float(gd.dot(gd)), rel=1e-4)
+    for key, x in (("dots", want), ("pdots", gd), ("ppdots", gd * d)):
+        assert got[key] == pytest.approx((vectors @ x).tolist(), abs=1e-5 * scale), key
+
+
+def test_direction_of_a_batch_against_itself_has_cosine_one(tiny):
+    """E = the batch itself: cosine 1 in both views, gain and margin per unit step |g|, E's split-part signal share 1,
+    a paired difference of 0 from an identical arm; and the t test's tail against known values."""
+    run, roll = direction_roll(tiny)
+    params = direction.trainable(run.model)
+    n = sum(p.numel() for p in params)
+    v = torch.zeros(4, n)  # P = 2: both parts of E and both margins are the batch's own direction
+    direction.surrogate_grad(run, delta.ALGOS["dapo"], [roll], [None])
+    v[:] = -direction.flat_grad(params, v[0])  # the ascent direction, as read_dots reads .grad
+    d = torch.rand(n, generator=torch.Generator().manual_seed(1)) + 0.5
+    grams = [direction.gram(v[:2]).tolist(), direction.gram(v[2:]).tolist(), direction.gram(v[:2], d).tolist()]
+    lines = [dict(kind="settings"), dict(kind="E", prompts=1, group=2, accuracy=0.5, mixed_groups=1.0,
+                                         gram=grams[0], margin_gram=grams[1], pre_gram=grams[2])]
+    for b in range(2):
+        for algo in ("dapo", "delta"):
+            direction.surrogate_grad(run, delta.ALGOS["dapo"], [roll], [None])
+            lines.append(dict(kind="direction", batch=b, algo=algo, **direction.read_dots(params, v, d)))
+    f = direction.figures(lines)
+    norm = float(v[0].double().norm())
+    assert f["signal2"] == pytest.approx(f["gE2"], rel=1e-5)
+    for view in ("raw", "AdamW"):
+        row = f["table"][("delta", view)]
+        assert row["cosine"][0] == pytest.approx(1.0, abs=1e-5), view
+        assert row["cosine - dapo"][:2] == pytest.approx((0.0, 0.0), abs=1e-6)
+    raw = f["table"][("dapo", "raw")]
+    assert raw["gain"][0] == pytest.approx(norm, rel=1e-5) and raw["margin"][0] == pytest.approx(norm, rel=1e-5)
+    assert direction.t_sf(0.0, 5) == pytest.approx(0.5)
+    assert direction.t_sf(2.0, 10) == pytest.approx(0.036694, abs=1e-5)
+    assert direction.t_sf(-1.812461, 10) == pytest.approx(0.95, abs=1e-5)
+
+
+def test_direction_results_file_resumes_and_reports(tiny, tmp_path, monkeypatch):
+    """python bench/direction.py on the tiny model (verdicts from a checksum): a line per (batch, algorithm) as it
+    goes; an existing file is not overwritten; --resume measures only the batches missing and refuses other
+    settings; --report prints the same tables from the file alone. E's first part is the leave-one-out REINFORCE
+    gradient and its discriminator, checked against autograd on E's own rollouts."""
+    monkeypatch.setattr(delta, "verify", crc_verdicts)
+    drawn, draw = [], direction.rollout
+    monkeypatch.setattr(direction, "rollout", lambda *a, **k: drawn.append(draw(*a, **k)) or drawn[-1])
+    out = str(tmp_path / "r.jsonl")
+    flags = ["--model", tiny, "--prompts_per_step", "4", "--group_size", "4", "--mini_batch_prompts", "4",
+             "--max_new_tokens", "16", "--overlong_buffer", "4", "--eval_size", "16", "--big", "2", "--parts", "2",
+             "--algos", "dapo,big,delta", "--precondition_steps", "1", "--out", out]
+    f, verdict = direction.main(flags + ["--batches", "2"])
+    first = open(out).read().splitlines()
+    assert [json.loads(x)["kind"] for x in first] == ["settings", "E"] + ["direction"] * 6
+    assert f["batches"] == [0, 1] and ("delta", "AdamW") in f["table"]
+    assert verdict.startswith("DelTA's direction is closer to E's gradient than DAPO's: ")
+    with pytest.raises(SystemExit):  # a results file is continued with --resume only
+        direction.main(flags + ["--batches", "3"])
+    with pytest.raises(SystemExit):  # and with its own settings
+        direction.main(flags + ["--batches", "3", "--parts", "4", "--resume"])
+    direction.main(flags + ["--batches", "3", "--resume"])
+    after = open(out).read().splitlines()
+    assert after[:len(first)] == first and [json.loads(x)["batch"] for x in after[len(first):]] == [2, 2, 2]
+    again, _ = direction.main(["--report", out])
+    assert again["batches"] == [0, 1, 2]
+    # E, as drawn (the first rollout of the first run): part 0's g and m by autograd, against the file's grams
+    E, rows = json.loads(first[1]), drawn[0]
+    model, _ = delta.load_model(tiny, torch.device("cpu"))
+    params, batch, r = direction.trainable(model), rows["batch"], rows["correct"].view(-1, 4)
+    mask = batch["response_mask"]
+    seq = (delta.response_logprobs(model, batch["input_ids"], batch["attention_mask"], mask.shape[1], 1.0)[0]
+           * mask).sum(1)  # [N] log pi(y)
+    others = (r.sum(1, keepdim=True) - r) / 3  # the mean reward of each response's 3 siblings
+    part0 = torch.arange(len(seq)) < len(seq) // 2
+    right, wrong = rows["correct"].bool() & part0, ~rows["correct"].bool() & part0
+    g0 = torch.autograd.grad(((r - others).view(-1) * part0 * seq).sum() / part0.sum(), params, retain_graph=True)
+    m0 = torch.autograd.grad(seq[right].mean() - seq[wrong].mean(), params)
+    assert E["gram"][0][0] == pytest.approx(sum(float(g.square().sum()) for g in g0), rel=1e-4)
+    assert E["margin_gram"][0][0] == pytest.approx(sum(float(m.square().sum()) for m in m0), rel=1e-4)
