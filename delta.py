@@ -105,10 +105,10 @@ def delta_coefficients(v, adv, mask, K=1, lam_min=0.8, lam_max=1.2, eps=1e-8, st
     dtype = torch.promote_types(v.dtype, torch.float32)  # the arithmetic in float32 or better
     rows = v.reshape(-1, H)  # [N, H], a view of v wherever it lives
     valid = mask.reshape(-1).bool()  # [N]
-    a = adv.to(device).reshape(adv.shape + (1,) * (mask.dim() - adv.dim())).expand(mask.shape).reshape(-1).to(dtype)
-    pos, neg = valid & (a > 0), valid & (a < 0)  # [N] the "+" and "-" tokens
-    w_adv = a.abs() * valid  # [N] advantage mass |A_i| m_{i,t}
-    sign = torch.where(a > 0, 1.0, -1.0).to(dtype)  # [N]
+    A = adv.to(device).reshape(adv.shape + (1,) * (mask.dim() - adv.dim())).expand(mask.shape).reshape(-1).to(dtype)
+    pos, neg = valid & (A > 0), valid & (A < 0)  # [N] the "+" and "-" tokens
+    w_adv = A.abs() * valid  # [N] advantage mass |A_i| m_{i,t}
+    sign = torch.where(A > 0, 1.0, -1.0).to(dtype)  # [N]
     n_here = valid.sum() if num_valid is None else torch.as_tensor(num_valid, device=device)
     n_valid, n_pos, n_neg, n_given = allsum(torch.stack([n_here, pos.sum(), neg.sum(), valid.sum()]).double()).tolist()
     if n_pos == 0 or n_neg == 0:  # no contrast to draw: plain DAPO
@@ -130,7 +130,7 @@ def delta_coefficients(v, adv, mask, K=1, lam_min=0.8, lam_max=1.2, eps=1e-8, st
         return (num_den[:, :-1] / num_den[:, -1:].clamp(min=eps)).to(dtype)  # [2, H] mu_+, mu_-
 
     def margins(mus):  # step 2: opposite-side minus own-side squared distance; DelTA departs from DAPO here
-        g = torch.empty_like(a)  # [N]
+        g = torch.empty_like(A)  # [N]
         for s, vc in chunks():
             if margin == "contrast":  # ||v - mu_-||^2 - ||v - mu_+||^2 = 2 v.(mu_+ - mu_-) - (||mu_+||^2 - ||mu_-||^2)
                 g_pos = 2 * (vc @ (mus[0] - mus[1])) - (mus[0].square().sum() - mus[1].square().sum())
@@ -153,7 +153,7 @@ def delta_coefficients(v, adv, mask, K=1, lam_min=0.8, lam_max=1.2, eps=1e-8, st
     def scores(g, gam):  # step 3: alpha = sigmoid(g / gamma_side), max_a a g + gamma H(a) in closed form
         if assign == "hard":  # ablation: no entropy term, the argmax of a g over [0, 1]
             return (g > 0).to(dtype)
-        return torch.sigmoid(g / torch.where(a > 0, gam[0], gam[1]))  # [N]
+        return torch.sigmoid(g / torch.where(A > 0, gam[0], gam[1]))  # [N]
 
     mus = centroids()  # step 1
     g = margins(mus)  # step 2
@@ -189,17 +189,17 @@ def policy_loss(logp, old_logp, adv, mask, lam=None, clip_low=0.2, clip_high=0.2
     sapo_tau: (tau_pos, tau_neg) replaces the clipped term by SAPO's gate (Gao et al. 2025),
     -A' (4 / tau) sigmoid(tau (r - 1)), tau_pos where A > 0. Returns (loss, metrics)."""
     valid = mask.bool()
-    a = adv[:, None].to(logp.dtype) * (1.0 if lam is None else lam)  # [B, T]  DelTA departs from DAPO here: A lam
+    A_lam = adv[:, None].to(logp.dtype) * (1.0 if lam is None else lam)  # [B, T]  DelTA departs from DAPO here: A lam
     log_ratio = torch.where(valid, logp - old_logp, 0.0)  # [B, T]
     ratio = log_ratio.exp()  # [B, T]
-    loss_unclipped = -a * ratio
-    loss_clipped = -a * ratio.clamp(1.0 - clip_low, 1.0 + clip_high)
+    loss_unclipped = -A_lam * ratio
+    loss_clipped = -A_lam * ratio.clamp(1.0 - clip_low, 1.0 + clip_high)
     per_token = torch.maximum(loss_unclipped, loss_clipped)  # [B, T] -min(r A', clip(r) A')
-    dual = (a < 0) & (per_token > -a * clip_c) if clip_c is not None else torch.zeros_like(valid)  # [B, T]
-    per_token = torch.where(dual, -a * clip_c if clip_c is not None else 0.0, per_token)  # at most -A' c when A' < 0
+    dual = (A_lam < 0) & (per_token > -A_lam * clip_c) if clip_c is not None else torch.zeros_like(valid)  # [B, T]
+    per_token = torch.where(dual, -A_lam * clip_c if clip_c is not None else 0.0, per_token)  # -A' c at most, A' < 0
     if sapo_tau is not None:  # SAPO departs from DAPO here: a soft gate instead of both clips
         tau = torch.where(adv[:, None] > 0, sapo_tau[0], sapo_tau[1]).to(logp.dtype)  # [B, 1]
-        per_token = -a * (4.0 / tau) * torch.sigmoid(tau * (ratio - 1.0))
+        per_token = -A_lam * (4.0 / tau) * torch.sigmoid(tau * (ratio - 1.0))
     n_here = valid.sum()
     loss = torch.where(valid, per_token, 0.0).sum() / (n_here if num_tokens is None else num_tokens)
     with torch.no_grad():
@@ -288,72 +288,96 @@ def fipo_step_weights(run, logp, old, adv, mask):  # Ma et al. 2026: weights fro
     return f, mask & keep[:, None]
 
 
-NORMALISERS = {  # (mask [N, R], weights [N, R], args) -> (weights, count per response [N])
-    "tokens": lambda m, w, a: (w, m.sum(1)),  # DAPO: the token mean over the mini-batch
-    "chosen tokens": lambda m, w, a: (w, ((w > 0) & m).sum(1)),  # forking, lam subsets: over the chosen tokens
-    "responses": lambda m, w, a: (w / m.sum(1, keepdim=True).clamp(min=1), m.new_ones(m.shape[0], dtype=torch.float)),
-    "max length": lambda m, w, a: (w, m.new_full((m.shape[0],), a.max_new_tokens, dtype=torch.float)),  # Dr. GRPO
-}
-DAPO = dict(scale="group", overlong=True, weights=None, step_weights=None, normaliser=NORMALISERS["tokens"],
+# The normalisers, named as verl names its loss aggregation modes: (mask [N, R], weights [N, R], args) ->
+# (weights, count per response [N]); the loss is divided by the mini-batch's sum of the counts.
+def token_mean(mask, w, args):
+    """verl's "token-mean" (DAPO): every valid token of the mini-batch counts once."""
+    return w, mask.sum(1)
+
+
+def chosen_token_mean(mask, w, args):
+    """"token-mean" over the tokens the weights choose (forking, lam subsets): a token of weight 0 does not count."""
+    return w, ((w > 0) & mask).sum(1)
+
+
+def seq_mean_token_mean(mask, w, args):
+    """verl's "seq-mean-token-mean" (GRPO): each response's token mean, then the mean over responses."""
+    return w / mask.sum(1, keepdim=True).clamp(min=1), mask.new_ones(mask.shape[0], dtype=torch.float)
+
+
+def seq_mean_token_sum_norm(mask, w, args):
+    """verl's "seq-mean-token-sum-norm" (Dr. GRPO): each response's token sum over the longest response allowed,
+    then the mean over responses."""
+    return w, mask.new_full((mask.shape[0],), args.max_new_tokens, dtype=torch.float)
+
+
+DAPO = dict(scale="group", overlong=True, weights=None, step_weights=None, normaliser=token_mean,
             features=False, score_all=False,
             gate=lambda a: dict(clip_low=a.clip_low, clip_high=a.clip_high, clip_c=a.clip_c))
 SYMMETRIC = lambda a: dict(clip_low=a.clip_low, clip_high=a.clip_low, clip_c=None)  # GRPO's references: no dual clip
 ALGOS = {
     "dapo": DAPO,
     "delta": dict(DAPO, weights=delta_weights, features=True),  # Sec. 3.2's lam in Eq. E
-    "grpo": dict(DAPO, overlong=False, gate=SYMMETRIC, normaliser=NORMALISERS["responses"]),
-    "drgrpo": dict(DAPO, scale="none", overlong=False, gate=SYMMETRIC, normaliser=NORMALISERS["max length"]),
-    "forking": dict(DAPO, weights=forking_weights, normaliser=NORMALISERS["chosen tokens"], score_all=True),
+    "grpo": dict(DAPO, overlong=False, gate=SYMMETRIC, normaliser=seq_mean_token_mean),
+    "drgrpo": dict(DAPO, scale="none", overlong=False, gate=SYMMETRIC, normaliser=seq_mean_token_sum_norm),
+    "forking": dict(DAPO, weights=forking_weights, normaliser=chosen_token_mean, score_all=True),
     "sapo": dict(DAPO, gate=lambda a: dict(sapo_tau=(a.sapo_tau_pos, a.sapo_tau_neg))),  # Gao et al. 2025
     "fipo": dict(DAPO, step_weights=fipo_step_weights),
-    "lam_top": dict(DAPO, weights=lam_subset_weights(True), features=True, normaliser=NORMALISERS["chosen tokens"]),
-    "lam_bottom": dict(DAPO, weights=lam_subset_weights(False), features=True, normaliser=NORMALISERS["chosen tokens"]),
+    "lam_top": dict(DAPO, weights=lam_subset_weights(True), features=True, normaliser=chosen_token_mean),
+    "lam_bottom": dict(DAPO, weights=lam_subset_weights(False), features=True, normaliser=chosen_token_mean),
 }
 
 
 # ======== 3. One RL step, as the paper's algorithm box, then its helpers in call order ===============================
 def rl_step(run, step):
-    """One rollout batch; returns its metrics, averaged over ranks."""
-    a, algo = run.args, run.algo
-    t0 = clock(run)
+    """One RL step as the paper's box: returns its metrics (step_metrics), averaged over ranks."""
+    a, algo, times = run.args, run.algo, [clock(run)]
     rows, epoch = step_prompts(run, step)  # this rank's share of the step's prompts
     batch = sample(run.sampler, [prompt_text(run.tok, r["question"], a.instruction) for r in rows], a.temperature,
                    a.group_size, seed=((a.seed * 100_003 + step) * 101 + run.rank) * 10_007)  # 1. G responses each
     correct, reward = verify(run, batch, rows)  # 2. 1 right, 0 wrong; DAPO's overlong penalty
     adv = group_advantages(reward, a.group_size, algo["scale"])  # 3. Eq. A  [N]
-    t1 = clock(run)
-    trained, scored = forwarded_rows(run, adv)  # [N] each: rows of advantage 0 add nothing, so run no forward
-    plans = micro_batches(run, batch, trained)
-    score_plans = plans if scored is trained else micro_batches(run, batch, scored)
+    times.append(clock(run))
+    train_plan, score_plan = forward_plans(run, batch, adv)  # the rows each pass forwards: of advantage != 0
     dump = a.dump_rollouts_every and (step + 1) % a.dump_rollouts_every == 0
-    batch["old_logp"], entropy, features = score(run, batch, adv, score_plans, algo["features"] or dump)  # 4. Eq. D
+    batch["old_logp"], entropy, features = score(run, batch, adv, score_plan, algo["features"] or dump)  # 4. Eq. D
     roll = dict(batch=batch, rows=rows, adv=adv, correct=correct, reward=reward, entropy=entropy, features=features,
                 stats={})
-    t2 = clock(run)
+    times.append(clock(run))
     weights = algo["weights"](run, roll) if algo["weights"] else None  # 5. DelTA: lam [N, R], Sec. 3.2
-    t3 = clock(run)
+    times.append(clock(run))
     if dump and run.rank == 0:  # the rollout, its weights and each token's ||v||, for bench/rollouts.py
         engines().dump_rollout(run, roll, weights, step + 1)
     roll["features"] = features = None  # v is done with: the update's memory starts without it
-    m = update(run, batch, adv, weights, plans)  # 6. Eq. B/E, one optimizer step per mini-batch
-    t4 = clock(run)
+    losses = update(run, batch, adv, weights, train_plan)  # 6. Eq. B/E, one optimizer step per mini-batch
+    times.append(clock(run))
+    return dict(step_metrics(run, roll, weights, (train_plan, score_plan), losses, times), epoch=epoch)
+
+
+def step_metrics(run, roll, weights, plans, losses, times):
+    """A step's figures, all in one place: the update's losses, rewards, lengths, the rows forwarded, entropy, the
+    time of each phase (times: the clock before generation, scoring, lam, the update and after it), the sampler's
+    log-prob gap; averaged over ranks, then lam's statistics over the global batch."""
+    a, batch, adv, reward, entropy = run.args, roll["batch"], roll["adv"], roll["reward"], roll["entropy"]
     mask, groups, n = batch["response_mask"], reward.view(-1, a.group_size), batch["response_mask"].sum().item()
     live = mask & (adv != 0)[:, None]  # [N, R] the tokens with a gradient: token metrics of log-probs cover these
-    forwarded = lambda plans: sum(len(rows) for groups in plans for rows in groups) / len(mask)
-    m.update({"reward/mean": reward.mean().item(), "reward/acc": correct.float().mean().item(),
+    forwarded = lambda plan: sum(len(rows) for groups in plan for rows in groups) / len(mask)
+    t0, t1, t2, t3, t4 = times
+    m = dict(losses)
+    m.update({"reward/mean": reward.mean().item(), "reward/acc": roll["correct"].float().mean().item(),
               "reward/timeouts": run.reward_stats["timeouts"], "reward/errors": run.reward_stats["errors"],
               "response/length": n / len(mask), "response/truncated": batch["truncated"].float().mean().item(),
               "groups/zero_std": (groups.max(1).values == groups.min(1).values).float().mean().item(),
-              "rows/scored": forwarded(score_plans), "rows/trained": forwarded(plans),
+              "rows/scored": forwarded(plans[1]), "rows/trained": forwarded(plans[0]),
               "entropy/trained": (entropy * live).sum().item() / max(1, live.sum().item()),
               "time/generate": t1 - t0, "time/score": t2 - t1,
               "time/reward": run.reward_seconds, "time/coefficients": t3 - t2, "time/train": t4 - t3})
-    if not a.skip_zero_advantage or algo["score_all"]:  # every response scored on every rank (the same keys on
+    if not a.skip_zero_advantage or run.algo["score_all"]:  # every response scored on every rank (the same keys on
         m["entropy"] = (entropy * mask).sum().item() / n  # all ranks: all_mean reduces them as one tensor)
     if "sampler_logp" in batch:  # the sampler's and the trainer's log-probs of the sampled tokens
         gap = (batch["sampler_logp"] - batch["old_logp"]).abs() * live
         m["rollout/logp_gap"] = gap.sum().item() / max(1, live.sum().item())
-    m = dict(all_mean(run, m), epoch=epoch)
+    m = all_mean(run, m)
     if weights is not None:
         m.update(weight_stats(run, weights, mask), **{f"delta/{k}": x for k, x in roll["stats"].items()})
     return m
@@ -457,17 +481,17 @@ def overlong_penalty(lengths, max_len, buffer, factor):
     return -((lengths.float() - (max_len - buffer)).clamp(min=0) / buffer).clamp(max=1.0) * factor
 
 
-def forwarded_rows(run, adv):
-    """The rows the update forwards and the rows scoring forwards, [N] bool each. A row of advantage 0 (its
-    group's rewards all equal) adds exactly 0 to the loss and its gradient, so with --skip_zero_advantage neither
-    pass runs it; it still counts wherever the algorithm counts it (the normalisers and lam's step 6 read the
-    masks, not the forwards). Kept: every row is scored for forking (its entropy ranks every response's tokens)
-    and trained for an MoE whose load-balancing loss has a gradient on every row."""
+def forward_plans(run, batch, adv):
+    """The micro-batch plans (micro_batches) of the update and of scoring. A row of advantage 0 (its group's
+    rewards all equal) adds exactly 0 to the loss and its gradient, so with --skip_zero_advantage neither pass runs
+    it; it still counts wherever the algorithm counts it (the normalisers and lam's step 6 read the masks, not the
+    forwards). Kept: every row is scored for forking (its entropy ranks every response's tokens) and trained for an
+    MoE whose load-balancing loss has a gradient on every row."""
     every = torch.ones_like(adv, dtype=torch.bool)
-    if not run.args.skip_zero_advantage:
-        return every, every
-    nonzero = adv != 0
-    return every if run.router_coef else nonzero, every if run.algo["score_all"] else nonzero
+    nonzero = adv != 0 if run.args.skip_zero_advantage else every
+    trained, scored = every if run.router_coef else nonzero, every if run.algo["score_all"] else nonzero
+    train_plan = micro_batches(run, batch, trained)
+    return train_plan, train_plan if scored is trained else micro_batches(run, batch, scored)
 
 
 def micro_batches(run, batch, keep=None):

@@ -1797,8 +1797,9 @@ def test_an_moes_load_balancing_loss_is_added_when_its_config_asks(tmp_path, rou
     assert len(plans) == 1 and len(plans[0]) == 1  # one optimizer step of one micro-batch
     lam = lam_of(run, batch, adv, packed)
     planted = torch.where(torch.arange(len(adv)) < 4, 0.0, adv)  # a group of zero spread: scored never, trained
-    trained, scored = delta.forwarded_rows(run, planted)  # only where the router loss has a gradient on it
-    assert bool(trained.all()) == router_logits and torch.equal(scored, planted != 0)
+    train_plan, score_plan = delta.forward_plans(run, batch, planted)  # all trained only where the router loss
+    trained, scored = ({int(i) for groups in p for rows in groups for i in rows} for p in (train_plan, score_plan))
+    assert (trained == set(range(len(adv)))) == router_logits and scored == set(range(4, len(adv)))  # has a gradient
     reference = __import__("copy").deepcopy(run.model)
     run.optimizer = torch.optim.SGD(run.model.parameters(), lr=0.1)
     out = delta.update(run, batch, adv, lam, plans)
