@@ -339,15 +339,15 @@ def rl_step(run, step):
     adv = group_advantages(reward, a.group_size, algo["scale"])  # 3. Eq. A  [N]
     times.append(clock(run))
     train_plan, score_plan = forward_plans(run, batch, adv)  # the rows each pass forwards: of advantage != 0
-    dump = a.dump_rollouts_every and (step + 1) % a.dump_rollouts_every == 0
-    batch["old_logp"], entropy, features = score(run, batch, adv, score_plan, algo["features"] or dump)  # 4. Eq. D
+    keep = algo["features"] or bool(run.hooks)  # Eq. D's v: for lam, and for the hooks that read the rollout
+    batch["old_logp"], entropy, features = score(run, batch, adv, score_plan, keep)  # 4. Eq. D
     roll = dict(batch=batch, rows=rows, adv=adv, correct=correct, reward=reward, entropy=entropy, features=features,
                 stats={})
     times.append(clock(run))
     weights = algo["weights"](run, roll) if algo["weights"] else None  # 5. DelTA: lam [N, R], Sec. 3.2
     times.append(clock(run))
-    if dump and run.rank == 0:  # the rollout, its weights and each token's ||v||, for bench/rollouts.py
-        engines().dump_rollout(run, roll, weights, step + 1)
+    for hook in run.hooks:  # what the benches and --dump_rollouts_every read of a rollout: hook(run, roll, lam, step)
+        hook(run, roll, weights, step + 1)
     roll["features"] = features = None  # v is done with: the update's memory starts without it
     losses = update(run, batch, adv, weights, train_plan)  # 6. Eq. B/E, one optimizer step per mini-batch
     times.append(clock(run))
@@ -713,7 +713,7 @@ def weight_stats(run, lam, mask):
 
 # ======== 4. The engine seam: a sampler and a sharding strategy, the trainer's only ways to an engine ================
 # sampler: generate(prompt_ids, temperature, n, seed) -> (responses, log-probs or None), token ids in and out,
-#   plus tok, eos and device; HFSampler here, engines.VLLMSampler for --vllm (engines.py: only with its flags).
+#   plus tok, eos and device; HFSampler here, engines.VLLMSampler for --vllm (engines.py: with its flags or a GPU).
 # sharding: wrap, no_sync, gathered, zero_grad, model_state, optim_state and `group` (None in one process), which
 #   the trainer passes to the copyable functions; DDP here, engines.FSDP2 for --fsdp. Checkpoints (section 5) are
 #   torch.distributed.checkpoint's, written and read as each rank holds its tensors, under either.
@@ -909,24 +909,8 @@ def setup_distributed(timeout_minutes=60):
     if world > 1:
         dist.init_process_group(accel.backend, timeout=datetime.timedelta(minutes=timeout_minutes))
         if accel.gpu:  # NCCL connects lazily: now, before vLLM sizes itself by the free memory
-            connect_collectives(device, world)
+            engines().connect_collectives(device, world)
     return rank, world, device
-
-
-def connect_collectives(device, world):
-    """The communicator and the connections of the collectives a step uses, made now: NCCL makes the communicator at
-    the first collective and, since 2.22, connects each algorithm at its first use, so FSDP2's bf16 all-gathers and
-    fp32 reduce-scatters (NVLS buffers on NVSwitch nodes: GiBs) would arrive at step 1, after vLLM took its share
-    (engines.gpu_margin books them). One all-gather, reduce-scatter and all-reduce of each dtype (FSDP2's 1-d mesh
-    and DDP use this group)."""
-    for dtype in (torch.bfloat16, torch.float32):
-        x = torch.ones(world, dtype=dtype, device=device)
-        gathered, part = x.new_empty(world * world), x.new_empty(1)
-        dist.all_gather_into_tensor(gathered, x)
-        dist.reduce_scatter_tensor(part, x)
-        dist.all_reduce(x)
-        if not (torch.all(gathered == 1) and part.item() == world and torch.all(x == world)):
-            raise RuntimeError(f"the process group's {dtype} collectives returned wrong sums at start")
 
 
 def clock(run):
@@ -1072,6 +1056,14 @@ def load_checkpoint_state(path, model, optimizer=None, no_dist=True):
 
 
 def main(args):
+    train(prepare(args))
+
+
+def prepare(args):
+    """A run ready for its first step, the one boot path (delta.py, eval.py's sampler settings aside, the benches):
+    every check of the arguments, the data and the resume before any work (an ArgumentError says what to change);
+    then the model, the engines and AdamW, restored from the newest checkpoint (--resume) or seeded, the tiny
+    default warm-started. The run also holds its logger (run.log), its first step and whether it resumed."""
     transformers.utils.logging.disable_progress_bar()
     validate_args(args, int(os.environ.get("WORLD_SIZE", "1")))  # every check before any work
     rank, world, device = setup_distributed(args.dist_timeout_minutes)
@@ -1098,11 +1090,10 @@ def main(args):
         why = " (inferred: the rows carry test specs)" if given == "auto" and args.reward == "code" else ""
         fmt = f", answers: {args.answer_format}" if args.reward == "math" else ""
         print(f"reward: {args.reward}{why}{fmt}, prompts up to {args.max_prompt_length} tokens", file=sys.stderr)
-        if args.dataset:  # what the model sees and what it is graded against, before any step
-            first = train_rows[0]
-            gold = f"\nits gold answer: {first['answer']!r}" if args.reward == "math" else ""
-            print(f"the first prompt as the model sees it:\n{prompt_text(tok, first['question'], args.instruction)}"
-                  f"{gold}", file=sys.stderr)
+    if rank == 0 and args.dataset:  # what the model sees and what it is graded against, before any step
+        gold = f"\nits gold answer: {train_rows[0]['answer']!r}" if args.reward == "math" else ""
+        print(f"the first prompt as the model sees it:\n{prompt_text(tok, train_rows[0]['question'], args.instruction)}"
+              f"{gold}", file=sys.stderr)
     if not source:
         source = os.path.join(args.output_dir, "tiny-init")
         if rank == 0:
@@ -1113,66 +1104,77 @@ def main(args):
     if args.gradient_checkpointing:
         enable_checkpointing(model)
     run = make_run(args, model, tok, source, rank, world, device, train_rows, eval_rows)
-    total_steps = args.max_steps or args.epochs * (len(train_rows) // args.prompts_per_step)
-    step = 0
+    run.log, run.close_log, run.step, run.resumed = log, close_log, state["step"] if state else 0, bool(state)
     if state:  # AdamW's state resharded onto this run's processes; the same process count resumes exactly
         load_checkpoint_state(ckpts[-1], unwrap(run.train_model), run.optimizer, no_dist=world == 1)
-        step = state["step"]
         if state["world_size"] == world:
             rng_state(state["rng"][rank])
         else:  # other processes draw other samples: fresh generators per rank, seeded by the step
-            torch.manual_seed(seed := (args.seed + 1) * 1_000_003 + step * 101 + rank)
+            torch.manual_seed(seed := (args.seed + 1) * 1_000_003 + run.step * 101 + rank)
             random.seed(seed)
-    else:
-        torch.manual_seed(args.seed + rank)  # sampling differs per rank
-        random.seed(args.seed + rank)
-        if rank == 0:
-            with open(os.path.join(args.output_dir, "args.json"), "w") as f:
-                json.dump(dataclasses.asdict(args), f, indent=1)
-            with open(os.path.join(args.output_dir, "held_out.jsonl"), "w") as f:  # eval.py --data grades them so
-                f.writelines(json.dumps({"question": r["question"], "answer": r["answer"], "reward": args.reward,
-                                         "answer_format": args.answer_format, "instruction": args.instruction}) + "\n"
-                             for r in eval_rows)
-        if not args.model:
-            warm_start(run, log)
-        if args.warm_start_only:
-            save_model(run, os.path.join(args.output_dir, "final"))
-            total_steps = 0
-        else:
-            log(dict(step=0, **evaluation(run, 0)))
+        return run
+    torch.manual_seed(args.seed + rank)  # sampling differs per rank
+    random.seed(args.seed + rank)
+    if rank == 0:
+        with open(os.path.join(args.output_dir, "args.json"), "w") as f:
+            json.dump(dataclasses.asdict(args), f, indent=1)
+        with open(os.path.join(args.output_dir, "held_out.jsonl"), "w") as f:  # eval.py --data grades them so
+            f.writelines(json.dumps({"question": r["question"], "answer": r["answer"], "reward": args.reward,
+                                     "answer_format": args.answer_format, "instruction": args.instruction}) + "\n"
+                         for r in eval_rows)
+    if not args.model:
+        warm_start(run, log)
+    return run
 
+
+def train(run):
+    """The RL steps from the run's first, each logged; held-out evaluations, checkpoints (and one on SIGINT or
+    SIGTERM, after the step), the final model; then the processes taken down in the order that cannot hang."""
+    a, step = run.args, run.step
+    total_steps = 0 if a.warm_start_only else a.max_steps or a.epochs * (len(run.train_rows) // a.prompts_per_step)
+    if a.warm_start_only:
+        save_model(run, os.path.join(a.output_dir, "final"))
+    elif not run.resumed:
+        run.log(dict(step=0, **evaluation(run, 0)))
     stop = []
     for sig in (signal.SIGINT, signal.SIGTERM):  # finish the step, save, exit
         signal.signal(sig, lambda *_: stop.append(1))
-    quiet = rank != 0 or not args.progress or not total_steps
-    bar = tqdm(total=total_steps, initial=step, desc=args.run_name, disable=quiet)  # rank 0's progress bar
+    quiet = run.rank != 0 or not a.progress or not total_steps
+    bar = tqdm(total=total_steps, initial=step, desc=a.run_name, disable=quiet)  # rank 0's progress bar
     while step < total_steps:
         m = rl_step(run, step)
         step += 1
-        if args.eval_every and step % args.eval_every == 0 or step == total_steps:
+        if a.eval_every and step % a.eval_every == 0 or step == total_steps:
             m.update(evaluation(run, step))
-        log(dict(m, step=step))
+        run.log(dict(m, step=step))
         bar.update(1)
         bar.set_postfix(acc=f"{m['reward/acc']:.2f}", eval=f"{m.get('eval/accuracy', float('nan')):.3f}")
-        stopped = reduce(run, torch.tensor([float(len(stop))], device=device)).item() > 0
-        if stopped or (args.save_every and step % args.save_every == 0):
+        stopped = reduce(run, torch.tensor([float(len(stop))], device=run.device)).item() > 0
+        if stopped or (a.save_every and step % a.save_every == 0):
             save_checkpoint(run, step)
         if stopped:
-            if rank == 0:
-                print(f"\ninterrupted: checkpoint at step {step} in {args.output_dir}; continue with --resume",
+            if run.rank == 0:
+                print(f"\ninterrupted: checkpoint at step {step} in {a.output_dir}; continue with --resume",
                       file=sys.stderr)
             break
     bar.close()
     if step == total_steps > 0:
-        save_model(run, os.path.join(args.output_dir, "final"))
-        if args.save_every == 0 or step % args.save_every:
+        save_model(run, os.path.join(a.output_dir, "final"))
+        if a.save_every == 0 or step % a.save_every:
             save_checkpoint(run, step)
-    close_log()
-    if world > 1:
+    close(run)
+
+
+def close(run):
+    """The metrics file, vLLM and the process group closed, in that order (gloo + DDP can hang at exit otherwise)."""
+    run.close_log()
+    if run.world > 1:
         dist.barrier()
     if hasattr(run.sampler, "close"):  # vLLM: after the last collective (its shutdown ends the process group too)
         run.sampler.close()
-    del run, model  # gloo + DDP can hang at exit otherwise
+    world = run.world
+    for name in ("model", "train_model", "optimizer", "sampler"):  # every reference to the model and AdamW
+        setattr(run, name, None)
     gc.collect()
     if world > 1 and dist.is_initialized():
         dist.destroy_process_group()
@@ -1181,9 +1183,9 @@ def main(args):
 def make_run(args, model, tok, source, rank=0, world=1, device=torch.device("cpu"), train_rows=(), eval_rows=()):
     """What a step reads: arguments, model and wrapper, optimizer (built after sharding), engines, data. A run made
     without resolve_defaults (the tests, the benches) reads --reward auto and --answer_format auto as it would."""
-    fsdp = args.fsdp and type("FSDP", (engines().FSDP2, DDP), {})  # FSDP2's wrapping, sync and gathers; DDP's dicts
-    sharding = (fsdp or DDP)(world, device, bf16_compute(args, device))
-    code = bool(train_rows) and isinstance(train_rows[0]["answer"], dict)  # the rows carry test specs
+    kind = "code" if train_rows and isinstance(train_rows[0]["answer"], dict) else "math"  # rows with test specs
+    bf16 = bf16_compute(args, device)
+    sharding = engines().FSDP2(world, device, bf16, Accelerator(device)) if args.fsdp else DDP(world, device, bf16)
     counts = engines().param_counts(model) if sharding.accel.gpu or args.offload_features else None  # before wrap
     meta = next(model.parameters()).is_meta  # load_model(meta=True): the weights are read once, here
     if meta and not sharding.sharded:  # DDP wraps whole tensors (and broadcasts rank 0's again)
@@ -1194,9 +1196,10 @@ def make_run(args, model, tok, source, rank=0, world=1, device=torch.device("cpu
     run = types.SimpleNamespace(args=args, algo=ALGOS[args.algo], rank=rank, world=world, device=device, tok=tok,
                                 accel=sharding.accel, model=model, train_model=train_model, sharding=sharding,
                                 group=sharding.group, train_rows=train_rows, eval_rows=eval_rows, reward_stats={},
-                                reward=args.reward if args.reward != "auto" else "code" if code else "math",
-                                answer_format=args.answer_format if args.answer_format != "auto" else "boxed",
-                                reward_seconds=0.0, router_coef=router_loss_coef(model.config), param_counts=counts)
+                                reward=kind if args.reward == "auto" else args.reward,  # "auto": outside prepare
+                                answer_format=prompt_settings(args.answer_format, "", (), kind)[0],  # (the tests)
+                                reward_seconds=0.0, router_coef=router_loss_coef(model.config), param_counts=counts,
+                                source=source, hooks=[engines().dump_rollout] if args.dump_rollouts_every else [])
     run.optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=args.weight_decay)
     # --vllm: the sampler makes AdamW's state first, then vLLM sizes itself by what the trainer leaves
     run.sampler = make_sampler(args, model, tok, source, sharding, rank, run.optimizer)
@@ -1351,7 +1354,22 @@ def arg(default, help):
 
 
 @dataclass
-class Args:
+class SamplerArgs:  # what the sampler reads (HF generate or vLLM): delta.py's rollouts, eval.py's samples (EvalArgs)
+    temperature: float = arg(1.0, "sampling temperature; training log-probs use logits / temperature")
+    top_p: float = arg(1.0, "nucleus sampling (the paper's rollouts: 1.0)")
+    top_k: int = arg(0, "top-k sampling, 0 = off (the paper's rollouts: off)")
+    max_new_tokens: int = arg(0, "response length limit; 0: 64 on embedded tasks; a --dataset sets it (paper: 20480)")
+    max_prompt_length: int = arg(0, "delta.py drops longer prompts at load time; 0: the longest prompt (paper: 2048)")
+    gen_max_tokens: int = arg(65536, "tokens of one generate call on one rank: sequences x (prompt + max_new_tokens)")
+    precision: str = arg("auto", "auto: bf16 compute on GPU, fp32 on CPU | bf16 (on CPU too: the GPU's dtypes) | fp32")
+    vllm: bool = arg(False, "sample with a colocated vLLM engine (requirements-vllm.txt)")
+    vllm_gpu_memory: float = arg(0.0, "share of GPU memory vLLM takes (weights, KV cache); 0 = what the trainer leaves")
+    vllm_max_batched_tokens: int = arg(8192, "tokens vLLM schedules in one forward (also sizes its profiling peak)")
+    vllm_max_model_len: int = arg(0, "vLLM's maximum sequence length; 0 = max_prompt_length + max_new_tokens")
+
+
+@dataclass
+class Args(SamplerArgs):
     # --- run
     algo: str = arg("delta", "delta | dapo | grpo | drgrpo | forking | sapo | fipo | lam_top | lam_bottom")
     run_name: str = arg("", "name of the run; default '<algo>-<model or task>-s<seed>'")
@@ -1373,15 +1391,9 @@ class Args:
     eval_dataset: str = arg("", "held-out set (same columns); empty: hold out eval_size training rows")
     eval_size: int = arg(256, "held-out problems")
     instruction: str = arg("auto", "appended to each question; auto: the answer format's, unless prompts ask already")
-    max_prompt_length: int = arg(0, "longer prompts are dropped at load time; 0: the longest prompt (paper: 2048)")
-    max_new_tokens: int = arg(0, "response length limit; 0: 64 on embedded tasks; a --dataset sets it (paper: 20480)")
     # --- rollout
     prompts_per_step: int = arg(32, "prompts per rollout batch, all ranks together (paper: 128)")
     group_size: int = arg(8, "G, responses sampled per prompt (paper: 16)")
-    temperature: float = arg(1.0, "rollout temperature; log-probs use logits / temperature")
-    top_p: float = arg(1.0, "rollout nucleus sampling (paper: 1.0)")
-    top_k: int = arg(0, "rollout top-k, 0 = off (paper: off)")
-    gen_max_tokens: int = arg(65536, "tokens of one generate call on one rank: sequences x (prompt + max_new_tokens)")
     # --- optimisation
     lr: float = arg(1e-4, "AdamW learning rate, constant, no warm-up (paper: 1e-6)")
     weight_decay: float = arg(0.1, "AdamW weight decay (paper: 0.1)")
@@ -1393,7 +1405,6 @@ class Args:
     epochs: int = arg(2, "passes over the training prompts (paper: 2)")
     max_steps: int = arg(200, "rollout steps; 0 = run all epochs")
     gradient_checkpointing: bool = arg(False, "non-reentrant activation checkpointing of the decoder layers")
-    precision: str = arg("auto", "auto: bf16 compute on GPU, fp32 on CPU | bf16 (on CPU too: the GPU's dtypes) | fp32")
     # --- the surrogate (Eq. B) and the baselines' departures
     clip_low: float = arg(0.2, "eps_low of the ratio clip")
     clip_high: float = arg(0.28, "eps_high, clip-higher (grpo and drgrpo use clip_low)")
@@ -1421,11 +1432,7 @@ class Args:
     feature_dtype: str = arg("auto", "stored features v: auto (bf16 under bf16 autocast, else fp32) | bf16 | fp32")
     offload_features: bool = arg(False, "keep the features in (pinned) CPU memory, streamed in chunks for Sec. 3.2")
     feature_chunk_tokens: int = arg(65536, "tokens per chunk when Sec. 3.2 streams offloaded features")
-    vllm: bool = arg(False, "sample rollouts and evaluations with a colocated vLLM engine (requirements-vllm.txt)")
-    vllm_gpu_memory: float = arg(0.0, "share of GPU memory vLLM takes (weights, KV cache); 0 = what the trainer leaves")
     vllm_offload_trainer: bool = arg(False, "--vllm: trainer weights, AdamW state wait in host memory for vLLM's cache")
-    vllm_max_batched_tokens: int = arg(8192, "tokens vLLM schedules in one forward (also sizes its profiling peak)")
-    vllm_max_model_len: int = arg(0, "vLLM's maximum sequence length; 0 = max_prompt_length + max_new_tokens")
     is_cap: float = arg(2.0, "--vllm: the cap C of the importance weight min(pi_old / pi_vllm, C); 0 = off")
     # --- warm start of the tiny default (no effect with --model)
     sft_target_acc: float = arg(0.0, "stop the warm start at this accuracy of samples; 0: the task's own")
@@ -1516,27 +1523,39 @@ def resolve_defaults(args, kind=None, rows=()):
         raise ArgumentError(f"--reward {args.reward}, but the rows are {kind} rows ("
                             f"{'test specs' if kind == 'code' else 'answers, no test specs'}): use --reward auto")
     args.reward = kind
-    asked = collections.Counter(rewards().asked_format(r["question"]) for r in rows) if args.dataset else {}
-    asked = max(asked, key=asked.get) if asked else None  # what most prompts ask for themselves, if anything
-    other = collections.Counter(rewards().asked_format(r["question"], graded=False) for r in rows if kind == "math")
-    other.pop(None, None)
-    if other and not asked and "auto" in (args.answer_format, args.instruction):
-        formats = " | ".join(rewards().ANSWER_FORMATS)
-        raise ArgumentError(f"{sum(other.values())} of {len(rows)} prompts ask for {max(other, key=other.get)}, an "
-                            f"answer format no rule here grades: give --answer_format ({formats}) and --instruction "
-                            "(the text that asks for it; '' to leave the prompts as they are)")
-    if args.answer_format == "auto":
-        args.answer_format = asked or "boxed"
-    elif asked and asked != args.answer_format and kind == "math":
-        warnings.warn(f"the prompts ask for {asked} answers, graded as --answer_format {args.answer_format}")
-    if args.instruction == "auto":  # code prompts carry their format, the embedded tasks' responses too
-        ask = args.dataset and kind == "math" and not asked
-        args.instruction = rewards().ANSWER_FORMATS[args.answer_format] if ask else ""
+    embedded = not args.dataset  # the embedded tasks' responses learned their format in the warm start: no request
+    args.answer_format, args.instruction = prompt_settings(args.answer_format, args.instruction, () if embedded else
+                                                           rows, kind, {"instruction": ""} if embedded else None)
     if not args.model:  # the tiny default's warm start
         args.sft_target_acc = args.sft_target_acc or tasks().TASKS[args.task]["sft_target"]
     elif args.lr == Args.lr and int(os.environ.get("RANK", "0")) == 0:  # the tiny default's rate on a real model
         print(f"--lr {args.lr:g}, the tiny default's: the paper trains 8B and 14B models at 1e-6 (recipes/), the "
               "SmolLM2 recipe 135M at 1e-5; give --lr to choose", file=sys.stderr)
+
+
+def prompt_settings(answer_format, instruction, rows, kind="math", trained=None):
+    """The one rule for "auto" (delta.py's --answer_format and --instruction, eval.py's): the format given, else the
+    one the model or the rows were trained with (`trained`: a model folder's PROMPT_FILE, a run's held-out rows),
+    else what most prompts ask for, else the box; the instruction given, else the trained one, else the format's
+    request unless the prompts ask themselves (code prompts carry theirs). -> (answer_format, instruction)"""
+    trained, math = trained or {}, [r["question"] for r in rows] if kind == "math" else []
+    asked = collections.Counter(rewards().asked_format(q) for q in math)
+    asked = max(asked, key=asked.get) if asked else None  # what most prompts ask for themselves, if anything
+    other = collections.Counter(rewards().asked_format(q, graded=False) for q in math)
+    other.pop(None, None)
+    if other and not asked and not trained and "auto" in (answer_format, instruction):
+        formats = " | ".join(rewards().ANSWER_FORMATS)
+        raise ArgumentError(f"{sum(other.values())} of {len(rows)} prompts ask for {max(other, key=other.get)}, an "
+                            f"answer format no rule here grades: give --answer_format ({formats}) and --instruction "
+                            "(the text that asks for it; '' to leave the prompts as they are)")
+    if answer_format == "auto":
+        answer_format = trained.get("answer_format") or asked or "boxed"
+    elif asked and asked != answer_format:
+        warnings.warn(f"the prompts ask for {asked} answers, graded as --answer_format {answer_format}")
+    if instruction == "auto":
+        ask = kind == "math" and not asked
+        instruction = trained.get("instruction", rewards().ANSWER_FORMATS[answer_format] if ask else "")
+    return answer_format, instruction
 
 
 def fit_prompts(args, tok, train_rows, eval_rows):

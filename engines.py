@@ -8,11 +8,12 @@ optional packages' integrations.
     is_correction   --vllm: truncated importance sampling, for a sampler whose kernels are not the trainer's
     metrics_sink    --report_to tensorboard | wandb; dump_rollout: --dump_rollouts_every, for bench/rollouts.py
     expandable_segments  the CUDA allocator maps pages, so what a phase frees goes back whole
+    connect_collectives  on GPUs: NCCL's communicator and the step's collectives made at start, before vLLM
 
 delta.py imports this file only when one of these flags is set or on a GPU, and this file imports nothing of
 delta.py (bench/memory.py books its figures with the functions here).
 The seam (see delta.py, section 4): a sharding strategy gives wrap, no_sync, gathered, zero_grad and the state
-dicts (FSDP2 overrides the first four; delta.py's DDP supplies the full, name-keyed state dicts, which DCP
+dicts (FSDP2 and delta.py's DDP give the same full, name-keyed state dicts, which DCP
 gathers from either); a sampler turns prompt token ids into response token ids (and their log-probs).
 """
 import contextlib
@@ -27,9 +28,22 @@ class FSDP2:
     """FSDP2's fully_shard on every decoder layer, then on the root (embeddings, final norm and LM head stay
     one unit, so tied embeddings stay tied); with self.bf16 (a GPU by default) the layers gather bf16 copies of
     the fp32 shards and gradients are reduced in fp32. Parameters become DTensors in place, so the optimizer is
-    built after wrap(). Mixed into delta.DDP, whose full, name-keyed state dicts work for both."""
+    built after wrap(). The full, name-keyed state dicts are the same as delta.DDP's (the tests compare them)."""
 
     sharded = True  # parameters, gradients and optimizer state split over the processes
+
+    def __init__(self, world, device, bf16, accel):  # accel: delta.Accelerator, the device seam
+        self.world, self.device, self.bf16, self.accel = world, device, bf16, accel
+        self.group = torch.distributed.group.WORLD  # the process group the trainer passes on
+
+    def model_state(self, model):  # the full weights on CPU, gathered (a collective); the model is sharded in place
+        import torch.distributed.checkpoint.state_dict as dcp
+        return dcp.get_model_state_dict(model, options=dcp.StateDictOptions(full_state_dict=True, cpu_offload=True))
+
+    def optim_state(self, model, optimizer):  # the full state keyed by parameter name (a collective)
+        import torch.distributed.checkpoint.state_dict as dcp
+        return dcp.get_optimizer_state_dict(model, optimizer, options=dcp.StateDictOptions(full_state_dict=True,
+                                                                                           cpu_offload=True))
 
     def wrap(self, model, args):
         from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
@@ -73,7 +87,7 @@ def gpu_margin(world):
     bench/gpu_check.py measures the first on a lent GPU); vLLM's share leaves them and KEPT_FREE."""
     return {"CUDA context and loaded kernels": 1 * GiB,  # 0.27-0.43 GiB at the first op with lazy loading
             # (pytorch/pytorch#86509, #109888); torch's, NCCL's and vLLM's kernels all load into this one context
-            "NCCL communicator, the step's collectives connected (delta.connect_collectives, before vLLM)":
+            "NCCL communicator, the step's collectives connected (engines.connect_collectives, before vLLM)":
                 3 * GiB // 2 if world > 1 else 0,  # ~1.6 GB after one all-reduce (NVIDIA/nccl#864), more channels
             # for more bandwidth (#986); the ring's buffers serve all-gather and reduce-scatter too. Not measured
             # here: NVLS's own buffers on NVSwitch nodes (a 2-GPU lease's smoke check; NCCL_NVLS_ENABLE=0 drops them)
@@ -272,7 +286,7 @@ class VLLMSampler:
                              "vLLM would cut every sequence at max_new_tokens")
         self.max_len = args.vllm_max_model_len or args.max_prompt_length + args.max_new_tokens
         self.accel = accel
-        self.parking = Parking(model, optimizer, accel) if args.vllm_offload_trainer and model is not None else None
+        self.parking = Parking(model, optimizer, accel) if model is not None and args.vllm_offload_trainer else None
         kwargs = dict(model=source, dtype="bfloat16" if self.dtype == torch.bfloat16 else "float32",
                       max_model_len=self.max_len, seed=args.seed + rank,
                       logprobs_mode="processed_logprobs",  # at the rollout temperature
@@ -421,10 +435,14 @@ def metrics_sink(args, config, rank):
 
 
 def dump_rollout(run, roll, weights, step):
-    """--dump_rollouts_every: this rank's share of a rollout (delta.rl_step's `roll`: the verdicts and rewards
-    too), its token weights and each token's ||v|| (0 where no feature), in rollout-<step>.pt for bench/rollouts.py."""
+    """--dump_rollouts_every, a rollout hook (delta.rl_step's run.hooks): every that many steps, rank 0's share of a
+    rollout (rl_step's `roll`: the verdicts and rewards too), its token weights and each token's ||v|| (0 where no
+    feature), in rollout-<step>.pt for bench/rollouts.py."""
     import dataclasses
 
+    every = run.args.dump_rollouts_every  # (0: called directly, dumps this step)
+    if every and step % every or run.rank:
+        return
     v, _, where = roll["features"]
     v_norm = feature_norms(v, where, roll["batch"]["response_mask"], run.args.feature_chunk_tokens)
     torch.save(dict(batch=roll["batch"], adv=roll["adv"], lam=weights, v_norm=v_norm, step=step,
@@ -452,3 +470,19 @@ def expandable_segments():
         os.environ[name] = conf = ",".join(filter(None, [conf, "expandable_segments:True"]))
         set_conf = getattr(torch._C, "_accelerator_setAllocatorSettings", None)  # torch < 2.9: the CUDA one
         (set_conf or torch.cuda.memory._set_allocator_settings)(conf)  # the whole string: torch resets the rest
+
+
+def connect_collectives(device, world):
+    """The communicator and the connections of the collectives a step uses, made now: NCCL makes the communicator at
+    the first collective and, since 2.22, connects each algorithm at its first use, so FSDP2's bf16 all-gathers and
+    fp32 reduce-scatters (NVLS buffers on NVSwitch nodes: GiBs) would arrive at step 1, after vLLM took its share
+    (engines.gpu_margin books them). One all-gather, reduce-scatter and all-reduce of each dtype (FSDP2's 1-d mesh
+    and DDP use this group)."""
+    for dtype in (torch.bfloat16, torch.float32):
+        x = torch.ones(world, dtype=dtype, device=device)
+        gathered, part = x.new_empty(world * world), x.new_empty(1)
+        torch.distributed.all_gather_into_tensor(gathered, x)
+        torch.distributed.reduce_scatter_tensor(part, x)
+        torch.distributed.all_reduce(x)
+        if not (torch.all(gathered == 1) and part.item() == world and torch.all(x == world)):
+            raise RuntimeError(f"the process group's {dtype} collectives returned wrong sums at start")

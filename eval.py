@@ -70,7 +70,7 @@ arg = delta.arg  # a dataclass field with a one-line help, as delta.py's Args
 
 
 @dataclass
-class EvalArgs:
+class EvalArgs(delta.SamplerArgs):  # the sampler's settings are delta.py's (temperature, top_p, vllm, ...)
     model: str = arg("", "hub id or local path of the model to evaluate")
     model_name: str = arg("", "name in the table; default the path's last two parts")
     benchmarks: str = arg("", f"comma list of {', '.join(BENCHMARKS)}; 'paper' = the paper's seven")
@@ -112,20 +112,14 @@ class EvalArgs:
                                      "problem, AIME's integer hint")
     n_samples: int = field(default=16, metadata={"help": "samples per problem (the paper: 16)",
                                                  "aliases": ["-n", "--num_samples"]})
-    max_new_tokens: int = arg(30000, "generation limit (the paper: 30,000)")
-    temperature: float = arg(1.0, "sampling temperature; 0 = greedy")
-    top_p: float = arg(0.7, "nucleus sampling")
-    top_k: int = arg(0, "top-k sampling, 0 = off")
-    gen_max_tokens: int = arg(1 << 20, "token budget of one generate call on one rank (sequences x (prompt + "
-                                       "max_new_tokens))")
     limit: int = arg(0, "evaluate only the first N problems of each benchmark (0 = all)")
     seed: int = arg(0, "sampling seed (each rank adds its rank)")
     output_dir: str = arg("eval_out", "results.json and samples.jsonl go here")
-    precision: str = arg("auto", "as delta.py's: auto = bf16 on a GPU (weights loaded in bf16, as lm-eval-harness "
-                                 "and vLLM do), fp32 on a CPU | bf16 | fp32")
-    vllm: bool = arg(False, "sample with vLLM (requirements-vllm.txt)")
-    vllm_gpu_memory: float = arg(0.9, "share of GPU memory vLLM may take")
-    vllm_max_model_len: int = arg(0, "vLLM's maximum sequence length; 0 = longest prompt + max_new_tokens")
+    # the paper's evaluation, where it samples otherwise than the rollouts (delta.SamplerArgs' fields, other defaults)
+    max_new_tokens: int = arg(30000, "generation limit (the paper: 30,000)")
+    top_p: float = arg(0.7, "nucleus sampling (the paper: 0.7)")
+    gen_max_tokens: int = arg(1 << 20, "tokens of one generate call on one rank: sequences x (prompt + max_new_tokens)")
+    vllm_gpu_memory: float = arg(0.9, "share of GPU memory vLLM may take (no trainer beside it)")
 
 
 # =====================================================================================
@@ -460,26 +454,6 @@ def trained_prompt(model):
     return json.load(open(path)) if os.path.isfile(path) else {}
 
 
-def answer_format(args, trained, rows):
-    """--answer_format, or with auto: the rows' own (a run's held-out rows), the model's training format, what the
-    prompts ask for, else the box."""
-    if args.answer_format != "auto":
-        return args.answer_format
-    own = rows[0].get("answer_format") if rows else None
-    asked = next(filter(None, (rewards.asked_format(r["question"]) for r in rows[:100])), None)
-    return own or trained.get("answer_format") or asked or "boxed"
-
-
-def math_instruction(args, trained, fmt, rows):
-    """--instruction, or with auto: the model's training instruction, else the answer format's request unless the
-    prompts make one (a run's held-out rows carry their own, read by prompt_text)."""
-    if args.instruction != "auto":
-        return args.instruction
-    if "instruction" in trained:
-        return trained["instruction"]
-    return "" if any(rewards.asked_format(r["question"]) for r in rows[:100]) else rewards.ANSWER_FORMATS[fmt]
-
-
 # =====================================================================================
 # Sampling and grading
 # =====================================================================================
@@ -547,14 +521,6 @@ def markdown_table(model_name, results, n):
     return "\n".join([head, "|" + "---|" * (len(names) + 2), row])
 
 
-def sampler_args(args, longest_prompt):
-    """delta.py's arguments for its sampler (HF generate or vLLM), from eval.py's."""
-    return delta.Args(seed=args.seed, precision=args.precision, max_prompt_length=longest_prompt,
-                      max_new_tokens=args.max_new_tokens, top_p=args.top_p, top_k=args.top_k,
-                      gen_max_tokens=args.gen_max_tokens, vllm=args.vllm,
-                      vllm_gpu_memory=args.vllm_gpu_memory, vllm_max_model_len=args.vllm_max_model_len)
-
-
 def validate(args):
     if not args.model:
         raise delta.ArgumentError("--model is required (a hub id or a local path)")
@@ -590,7 +556,9 @@ def validate(args):
     if args.lcb_extract not in ("lcb", "block") or args.gpqa_extract not in ("tiers", "simple-evals"):
         raise delta.ArgumentError("--lcb_extract is lcb or block, --gpqa_extract tiers or simple-evals")
     if args.vllm:
-        delta.validate_args(sampler_args(args, 1))  # vLLM installed
+        problem = delta.engines().vllm_problem(args)  # vLLM installed, a model length that fits
+        if problem:
+            raise delta.ArgumentError(problem)
     return names, local_copies(args.benchmark_dir, names)
 
 
@@ -632,13 +600,17 @@ def main(args: EvalArgs):
     else:
         model, tok = delta.load_model(args.model, device, torch.bfloat16 if bf16 else torch.float32)
         model.eval()
-    trained, math_rows = trained_prompt(args.model), [r for _, rows, k in suites if k == "math" for r in rows]
-    fmt = answer_format(args, trained, math_rows)
-    instruction = math_instruction(args, trained, fmt, math_rows)
+    math_rows = [r for _, rows, k in suites if k == "math" for r in rows]
+    own = {"answer_format": math_rows[0]["answer_format"]} if math_rows and "answer_format" in math_rows[0] else {}
+    fmt, instruction = delta.prompt_settings(args.answer_format, args.instruction, math_rows, "math",
+                                             dict(trained_prompt(args.model), **own))  # delta.py's rule for "auto"
     longest = max(len(delta.encode_prompt(tok, prompt_text(tok, r, k, n, args, instruction)))
                   for n, rows, k in suites for r in rows)
-    sampler = delta.make_sampler(sampler_args(args, longest), model, tok, args.model, delta.DDP(world, device, bf16),
-                                 rank)
+    if args.max_prompt_length and args.max_prompt_length < longest:
+        raise delta.ArgumentError(f"--max_prompt_length {args.max_prompt_length}: the longest prompt has {longest} "
+                                  "tokens (0: the longest)")
+    args.max_prompt_length = args.max_prompt_length or longest  # what vLLM's model length is sized by
+    sampler = delta.make_sampler(args, model, tok, args.model, delta.DDP(world, device, bf16), rank)
     model_name = args.model_name or "/".join(args.model.rstrip("/").split("/")[-2:])
     results, samples = {"model": args.model, "config": asdict(args), "instruction": instruction,
                         "answer_format": fmt, "benchmarks": {}}, []

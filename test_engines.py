@@ -245,13 +245,14 @@ def test_the_allocator_and_nccl_are_set_up_before_any_engine(monkeypatch):
     an explicit choice left alone), and NCCL's communicator and the step's collectives are connected right after the
     process group, before vLLM sizes itself by the free memory (NCCL connects each lazily at its first use
     otherwise; connect_collectives runs for real on gloo in test_gpu_branches_on_two_processes)."""
+    import engines
     seen = {}
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "set_device", lambda d: seen.setdefault("conf at set_device", dict(
         seen.get("settings", {}), env=os.environ.get("PYTORCH_CUDA_ALLOC_CONF"))))
     monkeypatch.setattr(torch._C, "_accelerator_setAllocatorSettings", lambda c: seen.update(settings={"set": c}))
     monkeypatch.setattr(delta.dist, "init_process_group", lambda backend, **k: seen.update(backend=backend))
-    monkeypatch.setattr(delta, "connect_collectives", lambda device, world: seen.update(connect=(device, world)))
+    monkeypatch.setattr(engines, "connect_collectives", lambda device, world: seen.update(connect=(device, world)))
     monkeypatch.delenv("PYTORCH_ALLOC_CONF", raising=False)
     monkeypatch.setenv("PYTORCH_CUDA_ALLOC_CONF", "max_split_size_mb:512")
     monkeypatch.setenv("WORLD_SIZE", "2")

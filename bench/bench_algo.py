@@ -19,7 +19,6 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import delta  # noqa: E402
-import tasks  # noqa: E402
 
 PHASES = ("time/generate", "time/score", "time/coefficients", "time/train")
 
@@ -29,25 +28,12 @@ def main(argv):
     if "--steps" in argv:
         i = argv.index("--steps")
         steps, argv = int(argv[i + 1]), argv[:i] + argv[i + 2:]
-    args = delta.parse_args(argv + ["--output_dir", "/tmp/bench_algo"])
-    delta.validate_args(args)
-    delta.resolve_defaults(args)
-    from transformers.utils import logging as hf_logging
-
-    hf_logging.disable_progress_bar()
-    _, train_rows, eval_rows = delta.load_task(args)  # (kind, training rows, held-out rows)
-    source = args.model or os.path.join(args.output_dir, "tiny-init")
-    if not args.model:
-        tasks.build_tiny(source, args.seed)
-    model, tok = delta.load_model(source, torch.device("cpu"))
-    torch.manual_seed(args.seed)
-    if not args.model:
-        delta.warm_start(delta.make_run(args, model, tok, source, train_rows=train_rows, eval_rows=eval_rows), print)
-    torch.manual_seed(args.seed)
+    base = delta.prepare(delta.parse_args(argv + ["--output_dir", "/tmp/bench_algo", "--progress", "false"]))
+    torch.manual_seed(base.args.seed)  # delta.py's boot: checks, rows, the model (the tiny default warm-started)
     runs = {}
     for algo in ("dapo", "delta"):
-        run = delta.make_run(dataclasses.replace(args, algo=algo), copy.deepcopy(model), tok, source,
-                             train_rows=train_rows, eval_rows=eval_rows)
+        run = delta.make_run(dataclasses.replace(base.args, algo=algo), copy.deepcopy(base.model), base.tok,
+                             base.source, train_rows=base.train_rows, eval_rows=base.eval_rows)
         run.rng, run.rows = torch.get_rng_state(), []
         runs[algo] = run
     for step in range(steps):

@@ -26,7 +26,6 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.join(ROOT, "bench"))
 import delta  # noqa: E402
-import tasks  # noqa: E402
 
 PHASES = ("time/generate", "time/reward", "time/score", "time/coefficients", "time/train")
 ARMS = ("skip", "full")
@@ -40,19 +39,7 @@ def build(argv, real):
         i = real_learning.SETTINGS.index("--dump_rollouts_every")  # no rollout files
         settings = real_learning.SETTINGS[:i] + real_learning.SETTINGS[i + 2:]
         argv = ["--model", real, "--dataset", data, *settings, *argv]
-    args = delta.parse_args(argv + ["--output_dir", "/tmp/bench_skip", "--progress", "false"])
-    delta.validate_args(args)
-    kind, train_rows, eval_rows = delta.load_task(args)
-    delta.resolve_defaults(args, kind, train_rows)
-    source = args.model or os.path.join(args.output_dir, "tiny-init")
-    if not args.model:
-        tasks.build_tiny(source, args.seed)
-    model, tok = delta.load_model(source, torch.device("cpu"))
-    train_rows, eval_rows = delta.fit_prompts(args, tok, train_rows, eval_rows)
-    torch.manual_seed(args.seed)
-    if not args.model:
-        delta.warm_start(delta.make_run(args, model, tok, source, train_rows=train_rows, eval_rows=eval_rows), print)
-    return args, model, tok, source, train_rows, eval_rows
+    return delta.prepare(delta.parse_args(argv + ["--output_dir", "/tmp/bench_skip", "--progress", "false"]))
 
 
 def main(argv):
@@ -65,12 +52,13 @@ def main(argv):
     steps, out, real = opts.steps, opts.out, opts.real
     from transformers.utils import logging as hf_logging
     hf_logging.disable_progress_bar()
-    args, model, tok, source, train_rows, eval_rows = build(argv, real)
+    base = build(argv, real)
+    args, source, eval_rows = base.args, base.source, base.eval_rows
     torch.manual_seed(args.seed)
     runs = {}
     for arm in ARMS:
-        run = delta.make_run(dataclasses.replace(args, skip_zero_advantage=arm == "skip"), copy.deepcopy(model), tok,
-                             source, train_rows=train_rows, eval_rows=eval_rows)
+        run = delta.make_run(dataclasses.replace(args, skip_zero_advantage=arm == "skip"), copy.deepcopy(base.model),
+                             base.tok, source, train_rows=base.train_rows, eval_rows=eval_rows)
         run.rng, run.rows = torch.get_rng_state(), []
         runs[arm] = run
     log = open(out, "a") if out else None

@@ -97,28 +97,11 @@ def options(argv):
 
 
 def boot(argv, workdir):
-    """A run as delta.py builds one (its arguments, checks and rows), around the model or the warm-started tiny
-    default, in one process (a GPU when there is one)."""
-    args = delta.parse_args(argv + ["--progress", "false", "--output_dir", workdir])
-    delta.validate_args(args)
-    _, world, device = delta.setup_distributed()
-    if world > 1:
+    """A run as delta.py prepares one (its arguments, checks, rows, the model, the tiny default warm-started), in
+    one process (a GPU when there is one)."""
+    if int(os.environ.get("WORLD_SIZE", "1")) > 1:
         sys.exit("direction.py runs in one process: run it with python, not torchrun")
-    kind, train_rows, eval_rows = delta.load_task(args)
-    delta.resolve_defaults(args, kind, train_rows)
-    if not args.model and args.dataset:
-        sys.exit(f"--dataset {args.dataset}: give --model too (the tiny default is warm-started on the embedded tasks)")
-    source = args.model or os.path.join(workdir, "tiny-init")
-    if not args.model:
-        delta.tasks().build_tiny(source, args.seed)
-    model, tok = delta.load_model(source, device)
-    train_rows, eval_rows = delta.fit_prompts(args, tok, train_rows, eval_rows)
-    run = delta.make_run(args, model, tok, source, device=device, train_rows=train_rows, eval_rows=eval_rows)
-    run.source = source
-    torch.manual_seed(args.seed)
-    if not args.model:  # RL needs some right answers: the tiny default's supervised warm start, as delta.py runs it
-        delta.warm_start(run, lambda row: print(f"warm start: {row}", file=sys.stderr))
-    return run
+    return delta.prepare(delta.parse_args(argv + ["--progress", "false", "--output_dir", workdir]))
 
 
 # ---------------------------------------------------------------------------------- gradients, read off as dots
@@ -598,4 +581,7 @@ def measure(run, opts):
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except delta.ArgumentError as e:
+        sys.exit(f"direction.py: error: {e}")

@@ -8,7 +8,7 @@ step here, and what does a step cost? Each row is printed and appended to --out 
 Rows, in order:
     preflight  versions, the allocator settings in effect, bf16, NCCL; an exact-size pinned host block (where DelTA's
                features fall back) registered and filled from the GPU, timed; the CUDA context's memory
-    group      a one-rank NCCL process group with the step's collectives connected (delta.connect_collectives), and
+    group      a one-rank NCCL process group with the step's collectives connected (engines.connect_collectives), and
                the GPU memory that took
     slice      Qwen3-8B's width (hidden 4,096, 32 heads, 8 KV heads, intermediate 12,288, its untied 151,936-token
                head) with 4 of its 36 layers, under FSDP2 (fully_shard on the one-rank mesh, bf16 gathers, fp32
@@ -137,7 +137,7 @@ def process_group(table, accel):
     os.environ.setdefault("MASTER_PORT", str(29500 + os.getpid() % 1000))
     before = accel.memory()[0]
     dist.init_process_group(accel.backend)
-    delta.connect_collectives(accel.device, 1)
+    engines.connect_collectives(accel.device, 1)
     accel.synchronize()
     table.add("group", f"one-rank {accel.backend} group, collectives connected: GPU memory taken",
               size(before - accel.memory()[0]) if accel.cuda else "-",
