@@ -9,7 +9,8 @@ The paper (Zhang, Wu and Lin, arXiv 2605.21467) and this file, in the same order
 These functions are copyable: pure torch, no dependency on the rest of the file, and a collective call only on a
 process group passed as `group`. Then the trainer: ALGOS (each algorithm as data), rl_step (one rollout batch, read
 like the paper's algorithm box) and its helpers in call order, the engine seam (HF sampler and DDP here, the rest
-in engines.py), the main loop, the arguments, and, fenced at the bottom, the tiny default's warm start (tasks.py).
+in engines.py), the main loop (prepare a run, train it), and the arguments. The tiny default's model, tasks and
+warm start are tasks.py's.
 
     python delta.py                                   # offline tiny default on the CPU, a few minutes
     torchrun --nproc_per_node 2 delta.py              # the same on 2 processes under DDP (gloo on CPU)
@@ -328,7 +329,7 @@ ALGOS = {
 }
 
 
-# ======== 3. One RL step, as the paper's algorithm box, then its helpers in call order ===============================
+# ======== 3. One RL step, as the paper's algorithm box, and the helpers it names ======================================
 def rl_step(run, step):
     """One RL step as the paper's box: returns its metrics (step_metrics), averaged over ranks."""
     a, algo, times = run.args, run.algo, [clock(run)]
@@ -354,6 +355,165 @@ def rl_step(run, step):
     return dict(step_metrics(run, roll, weights, (train_plan, score_plan), losses, times), epoch=epoch)
 
 
+def step_prompts(run, step):
+    """This rank's prompts of a step: a fixed permutation per epoch, an equal share of every mini-batch."""
+    a, n, p = run.args, len(run.train_rows), run.args.prompts_per_step
+    epoch, i = divmod(step, n // p)
+    perm = torch.randperm(n, generator=torch.Generator().manual_seed(a.seed * 1000 + epoch))
+    ids = perm[i * p:(i + 1) * p].view(-1, run.world, a.mini_batch_prompts // run.world)
+    return [run.train_rows[j] for j in ids[:, run.rank].flatten()], epoch
+
+
+def prompt_text(tok, question, instruction=""):
+    """The chat template when the tokenizer has one, a plain template otherwise. question: text, or chat messages
+    (a dataset's prompt column, DAPO-Math-17k's); the instruction goes at the end of the last user message."""
+    messages = [dict(m) for m in question] if isinstance(question, list) else [{"role": "user", "content": question}]
+    last = max((i for i, m in enumerate(messages) if m["role"] == "user"), default=len(messages) - 1)
+    if instruction:
+        messages[last]["content"] = f"{messages[last]['content']}\n{instruction}"
+    if getattr(tok, "chat_template", None):
+        return tok.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+    return "".join(f"{m['content']}\n" if m["role"] == "system" else f"Question: {m['content']}\n" if m["role"] ==
+                   "user" else f"Answer: {m['content']}\n" for m in messages) + "Answer: "
+
+
+def sample(sampler, prompts, temperature, n=1, seed=0):
+    """n responses to each prompt, adjacent, in the rollout layout (greedy at temperature 0); the sampler's
+    log-probs, if it has them, in "sampler_logp" [N, R]."""
+    tok, prompt_ids = sampler.tok, [encode_prompt(sampler.tok, p) for p in prompts]
+    responses, logprobs = sampler.generate(prompt_ids, temperature, n, seed)
+    if not prompts:
+        return None
+    batch = rollout_batch([p for p in prompt_ids for _ in range(n)], responses, sampler.eos, tok.pad_token_id,
+                          sampler.device)
+    if logprobs is not None:
+        R = batch["response_mask"].shape[1]
+        batch["sampler_logp"] = torch.tensor([(lp + [0.0] * R)[:R] for lp in logprobs], device=sampler.device)
+    return batch
+
+
+def verify(run, batch, rows):
+    """rewards.py's verdicts (1 right, 0 wrong) on the final answers (math) or the rows' tests run in the sandbox
+    (code), timed (time/reward), and the reward: with DAPO's soft overlong punishment."""
+    a, t = run.args, time.perf_counter()
+    golds = [r["answer"] for r in rows for _ in range(a.group_size)]
+    correct = torch.tensor(rewards().score_batch(decode_responses(run.tok, batch), golds, run.reward,
+                                                 a.reward_timeout or None, stats=run.reward_stats,
+                                                 answer_format=run.answer_format))
+    run.reward_seconds = time.perf_counter() - t
+    reward = correct.to(run.device)  # [N]
+    if run.algo["overlong"]:
+        reward = reward + overlong_penalty(batch["response_mask"].sum(1), a.max_new_tokens, a.overlong_buffer,
+                                           a.overlong_penalty)
+    return correct, reward
+
+
+def forward_plans(run, batch, adv):
+    """The micro-batch plans (micro_batches) of the update and of scoring. A row of advantage 0 (its group's
+    rewards all equal) adds exactly 0 to the loss and its gradient, so with --skip_zero_advantage neither pass runs
+    it; it still counts wherever the algorithm counts it (the normalisers and lam's step 6 read the masks, not the
+    forwards). Kept: every row is scored for forking (its entropy ranks every response's tokens) and trained for an
+    MoE whose load-balancing loss has a gradient on every row."""
+    every = torch.ones_like(adv, dtype=torch.bool)
+    nonzero = adv != 0 if run.args.skip_zero_advantage else every
+    trained, scored = every if run.router_coef else nonzero, every if run.algo["score_all"] else nonzero
+    train_plan = micro_batches(run, batch, trained)
+    return train_plan, train_plan if scored is trained else micro_batches(run, batch, scored)
+
+
+@torch.no_grad()
+def score(run, batch, adv, plans, features):
+    """The one no-grad pass over the rows of `plans`: old log-probs and entropy [N, R] (0 in rows not scored) and,
+    with `features`, Eq. D's v of the tokens of non-zero-advantage responses (no others need one) packed into one
+    buffer [n, H] of the compute dtype (pinned CPU memory with --offload_features), their advantages [n] and
+    positions [n]."""
+    a, mask = run.args, batch["response_mask"]
+    device, (N, R) = mask.device, mask.shape
+    old_logp, entropy = torch.zeros(N, R, device=device), torch.zeros(N, R, device=device)
+    side = mask & (adv != 0)[:, None]  # [N, R]
+    if features:
+        H = unwrap(run.model).get_output_embeddings().weight.shape[1]
+        auto = torch.bfloat16 if bf16_compute(a, device) else torch.float32  # --feature_dtype's
+        n, dtype = int(side.sum()), {"auto": auto, "bf16": torch.bfloat16, "fp32": torch.float32}[a.feature_dtype]
+        buffer = (engines().feature_buffer(run, n, H, dtype) if a.offload_features or run.accel.gpu
+                  else torch.empty(n, H, dtype=dtype, device=device))  # [n, H]
+        adv_tok, where, offset = [adv[:0]], [torch.zeros(0, dtype=torch.long, device=device)], 0
+    for rows in (rows for groups in plans for rows in groups):
+        ids, am, Rm = micro_batch(batch, rows)
+        with autocast(device, bf16_compute(a, device)):
+            out = response_logprobs(run.train_model, ids, am, Rm, a.temperature, a.head_chunk_tokens,
+                                    with_entropy=True)
+        logp, ent, hidden = (x[:len(rows)] for x in out)  # [b, Rm] (b = 0: an empty micro-batch)
+        old_logp[rows, :Rm], entropy[rows, :Rm] = logp.float(), ent.float()
+        if features:  # DelTA departs from DAPO here: the same forward yields v, Eq. D
+            sel = side[rows, :Rm]  # [b, Rm]
+            v = token_features(hidden[sel].float(), logp[sel].float())  # [n_mb, H]
+            buffer[offset:offset + len(v)].copy_(v, non_blocking=True)
+            adv_tok.append(adv[rows, None].expand(-1, Rm)[sel])
+            where.append((rows[:, None] * R + torch.arange(Rm, device=device))[sel])
+            offset += len(v)
+    if not features:
+        return old_logp, entropy, None
+    run.accel.synchronize()  # the non-blocking copies into pinned host memory are complete
+    return old_logp, entropy, (buffer, torch.cat(adv_tok), torch.cat(where))
+
+
+def update(run, batch, adv, weights, plans):
+    """Eq. B/E: one optimizer step per mini-batch (optimizer_step), the token weights fixed for all. Each term is
+    divided by its mini-batch's global normaliser, which counts every row of the mini-batch, forwarded or not, and
+    multiplied by world_size (DDP and FSDP average): no split changes it."""
+    a, algo, model, mask = run.args, run.algo, run.train_model, batch["response_mask"]  # [N, R]
+    live = mask & (adv != 0)[:, None]  # [N, R] the tokens with a gradient: the metrics' tokens
+    weight = torch.ones_like(mask, dtype=torch.float32) if weights is None else weights.float()  # [N, R]
+    weight, row_count = algo["normaliser"](mask, weight, a)  # [N, R], [N]: the algorithm's own choice of tokens
+    weight, out = importance_weights(run, batch, weight, live)  # --vllm: the sampler's kernels are not the trainer's
+    per_rank = a.mini_batch_prompts // run.world * a.group_size  # a mini-batch's rows on each rank
+    losses, sums, norms = [], torch.zeros(4, dtype=torch.float64, device=mask.device), []
+    model.train()  # HF checkpoints its layers (--gradient_checkpointing) in training mode only; dropout is off
+    for k, groups in enumerate(plans):  # one optimizer step per mini-batch
+        block = slice(k * per_rank, (k + 1) * per_rank)  # the mini-batch's rows, before any was dropped
+        count = reduce(run, row_count[block].sum().double()).clamp(min=1)  # the mini-batch's normaliser
+        # (1 when it counts no token: forking's or a lam subset's mini-batch may choose none; 0, not 0 / 0, is its sum)
+        seen = reduce(run, batch["attention_mask"][block].sum().double())  # its tokens, for the MoE's router loss
+        loss = torch.zeros(2, device=mask.device)  # policy, router: this rank's part of the mini-batch's loss
+        for j, rows in enumerate(groups):
+            with run.sharding.no_sync(model, sync=j == len(groups) - 1):  # gradients reduced once a mini-batch
+                part, metrics = micro_batch_loss(run, batch, adv, weight, live, rows, count, seen)
+                (part.sum() * run.world).backward()
+            loss, sums = loss + part.detach() * run.world, sums + metrics
+        norms.append(optimizer_step(run, model, forwarded=bool(groups)))
+        losses.append(loss)
+    model.eval()
+    sums = reduce(run, sums)  # clipped, dual-clipped, k3 KL and the count of the tokens with a gradient, all ranks
+    means = (torch.stack(losses).mean(0).tolist() + (sums[:3] / sums[3].clamp(min=1)).tolist())  # one sync
+    names = ("loss/policy", "loss/router", "loss/clipfrac", "loss/clipfrac_dual", "loss/approx_kl")
+    out.update((name, x) for name, x in zip(names, means) if name != "loss/router" or run.router_coef)
+    return dict(out, grad_norm=sum(norms) / len(norms))
+
+
+def micro_batch_loss(run, batch, adv, weight, live, rows, count, seen):
+    """One micro-batch's forward: its terms of the mini-batch's policy loss (Eq. B/E over `count`) and router loss
+    [2], and the token sums of its metrics [4] (clipped, dual-clipped, k3 KL, tokens). No rows: 0, with a gradient
+    of 0 through the whole model (the forward and backward the other ranks' collectives wait for)."""
+    a, algo, mask = run.args, run.algo, batch["response_mask"]
+    ids, am, Rm = micro_batch(batch, rows)
+    extra = {}
+    with autocast(mask.device, bf16_compute(a, mask.device)):
+        logp = response_logprobs(run.train_model, ids, am, Rm, a.temperature, a.head_chunk_tokens, checkpoint=True,
+                                 extra=extra)[0][:len(rows)]  # [b, Rm]
+    logp, m, w, old = logp.float(), live[rows, :Rm], weight[rows, :Rm], batch["old_logp"][rows, :Rm]
+    if algo["step_weights"]:  # FIPO departs from DAPO here: weights from the new log-probs
+        f, m = algo["step_weights"](run, logp, old, adv[rows], m)
+        w = w * f
+    loss, met = policy_loss(logp, old, adv[rows], m, w, num_tokens=count, **algo["gate"](a))
+    router = (run.router_coef * extra["aux_loss"].float() * am.sum() / seen if run.router_coef
+              else loss.new_zeros(()))  # an MoE's load balancing, its micro-batches token-weighted
+    n = m.sum().double()
+    metrics = torch.stack([met["clipfrac"] * n, met["clipfrac_dual"] * n, met["approx_kl"] * n, n]).double()
+    return torch.stack([loss, router]), metrics
+
+
+# ======== 4. The step's mechanics: layouts, micro-batches, the sliced LM head, the optimizer step, figures ============
 def step_metrics(run, roll, weights, plans, losses, times):
     """A step's figures, all in one place: the update's losses, rewards, lengths, the rows forwarded, entropy, the
     time of each phase (times: the clock before generation, scoring, lam, the update and after it), the sampler's
@@ -383,28 +543,6 @@ def step_metrics(run, roll, weights, plans, losses, times):
     return m
 
 
-def step_prompts(run, step):
-    """This rank's prompts of a step: a fixed permutation per epoch, an equal share of every mini-batch."""
-    a, n, p = run.args, len(run.train_rows), run.args.prompts_per_step
-    epoch, i = divmod(step, n // p)
-    perm = torch.randperm(n, generator=torch.Generator().manual_seed(a.seed * 1000 + epoch))
-    ids = perm[i * p:(i + 1) * p].view(-1, run.world, a.mini_batch_prompts // run.world)
-    return [run.train_rows[j] for j in ids[:, run.rank].flatten()], epoch
-
-
-def prompt_text(tok, question, instruction=""):
-    """The chat template when the tokenizer has one, a plain template otherwise. question: text, or chat messages
-    (a dataset's prompt column, DAPO-Math-17k's); the instruction goes at the end of the last user message."""
-    messages = [dict(m) for m in question] if isinstance(question, list) else [{"role": "user", "content": question}]
-    last = max((i for i, m in enumerate(messages) if m["role"] == "user"), default=len(messages) - 1)
-    if instruction:
-        messages[last]["content"] = f"{messages[last]['content']}\n{instruction}"
-    if getattr(tok, "chat_template", None):
-        return tok.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
-    return "".join(f"{m['content']}\n" if m["role"] == "system" else f"Question: {m['content']}\n" if m["role"] ==
-                   "user" else f"Answer: {m['content']}\n" for m in messages) + "Answer: "
-
-
 def encode_prompt(tok, text):
     """Token ids of a prompt text. A chat template writes its own special tokens (BOS included, where it asks for
     one), so its text is tokenized as it is, as HF's apply_chat_template(tokenize=True) does; a plain prompt gets
@@ -414,21 +552,6 @@ def encode_prompt(tok, text):
     if getattr(tok, "chat_template", None) or bos is None or ids[:1] == [bos]:
         return ids
     return [bos] + ids if tok("a", add_special_tokens=True).input_ids[:1] == [bos] else ids
-
-
-def sample(sampler, prompts, temperature, n=1, seed=0):
-    """n responses to each prompt, adjacent, in the rollout layout (greedy at temperature 0); the sampler's
-    log-probs, if it has them, in "sampler_logp" [N, R]."""
-    tok, prompt_ids = sampler.tok, [encode_prompt(sampler.tok, p) for p in prompts]
-    responses, logprobs = sampler.generate(prompt_ids, temperature, n, seed)
-    if not prompts:
-        return None
-    batch = rollout_batch([p for p in prompt_ids for _ in range(n)], responses, sampler.eos, tok.pad_token_id,
-                          sampler.device)
-    if logprobs is not None:
-        R = batch["response_mask"].shape[1]
-        batch["sampler_logp"] = torch.tensor([(lp + [0.0] * R)[:R] for lp in logprobs], device=sampler.device)
-    return batch
 
 
 def rollout_batch(prompt_ids, responses, ends, pad_id, device):
@@ -458,40 +581,11 @@ def rewards():
     return rewards
 
 
-def verify(run, batch, rows):
-    """rewards.py's verdicts (1 right, 0 wrong) on the final answers (math) or the rows' tests run in the sandbox
-    (code), timed (time/reward), and the reward: with DAPO's soft overlong punishment."""
-    a, t = run.args, time.perf_counter()
-    golds = [r["answer"] for r in rows for _ in range(a.group_size)]
-    correct = torch.tensor(rewards().score_batch(decode_responses(run.tok, batch), golds, run.reward,
-                                                 a.reward_timeout or None, stats=run.reward_stats,
-                                                 answer_format=run.answer_format))
-    run.reward_seconds = time.perf_counter() - t
-    reward = correct.to(run.device)  # [N]
-    if run.algo["overlong"]:
-        reward = reward + overlong_penalty(batch["response_mask"].sum(1), a.max_new_tokens, a.overlong_buffer,
-                                           a.overlong_penalty)
-    return correct, reward
-
-
 def overlong_penalty(lengths, max_len, buffer, factor):
     """DAPO's soft overlong punishment: 0 up to max_len - buffer, then linear down to -factor at max_len."""
     if buffer <= 0:
         return torch.zeros_like(lengths, dtype=torch.float32)
     return -((lengths.float() - (max_len - buffer)).clamp(min=0) / buffer).clamp(max=1.0) * factor
-
-
-def forward_plans(run, batch, adv):
-    """The micro-batch plans (micro_batches) of the update and of scoring. A row of advantage 0 (its group's
-    rewards all equal) adds exactly 0 to the loss and its gradient, so with --skip_zero_advantage neither pass runs
-    it; it still counts wherever the algorithm counts it (the normalisers and lam's step 6 read the masks, not the
-    forwards). Kept: every row is scored for forking (its entropy ranks every response's tokens) and trained for an
-    MoE whose load-balancing loss has a gradient on every row."""
-    every = torch.ones_like(adv, dtype=torch.bool)
-    nonzero = adv != 0 if run.args.skip_zero_advantage else every
-    trained, scored = every if run.router_coef else nonzero, every if run.algo["score_all"] else nonzero
-    train_plan = micro_batches(run, batch, trained)
-    return train_plan, train_plan if scored is trained else micro_batches(run, batch, scored)
 
 
 def micro_batches(run, batch, keep=None):
@@ -535,43 +629,6 @@ def micro_batch(batch, rows):
     left = int(am[:, :P].any(0).long().argmax())  # the first column a prompt uses (prompts are left-padded)
     R = max(1, int(batch["response_mask"][rows].sum(1).max()))
     return batch["input_ids"][rows, left:P + R], am[:, left:P + R], R
-
-
-@torch.no_grad()
-def score(run, batch, adv, plans, features):
-    """The one no-grad pass over the rows of `plans`: old log-probs and entropy [N, R] (0 in rows not scored) and,
-    with `features`, Eq. D's v of the tokens of non-zero-advantage responses (no others need one) packed into one
-    buffer [n, H] of the compute dtype (pinned CPU memory with --offload_features), their advantages [n] and
-    positions [n]."""
-    a, mask = run.args, batch["response_mask"]
-    device, (N, R) = mask.device, mask.shape
-    old_logp, entropy = torch.zeros(N, R, device=device), torch.zeros(N, R, device=device)
-    side = mask & (adv != 0)[:, None]  # [N, R]
-    if features:
-        H = unwrap(run.model).get_output_embeddings().weight.shape[1]
-        auto = torch.bfloat16 if bf16_compute(a, device) else torch.float32  # --feature_dtype's
-        n, dtype = int(side.sum()), {"auto": auto, "bf16": torch.bfloat16, "fp32": torch.float32}[a.feature_dtype]
-        buffer = (engines().feature_buffer(run, n, H, dtype) if a.offload_features or run.accel.gpu
-                  else torch.empty(n, H, dtype=dtype, device=device))  # [n, H]
-        adv_tok, where, offset = [adv[:0]], [torch.zeros(0, dtype=torch.long, device=device)], 0
-    for rows in (rows for groups in plans for rows in groups):
-        ids, am, Rm = micro_batch(batch, rows)
-        with autocast(device, bf16_compute(a, device)):
-            out = response_logprobs(run.train_model, ids, am, Rm, a.temperature, a.head_chunk_tokens,
-                                    with_entropy=True)
-        logp, ent, hidden = (x[:len(rows)] for x in out)  # [b, Rm] (b = 0: an empty micro-batch)
-        old_logp[rows, :Rm], entropy[rows, :Rm] = logp.float(), ent.float()
-        if features:  # DelTA departs from DAPO here: the same forward yields v, Eq. D
-            sel = side[rows, :Rm]  # [b, Rm]
-            v = token_features(hidden[sel].float(), logp[sel].float())  # [n_mb, H]
-            buffer[offset:offset + len(v)].copy_(v, non_blocking=True)
-            adv_tok.append(adv[rows, None].expand(-1, Rm)[sel])
-            where.append((rows[:, None] * R + torch.arange(Rm, device=device))[sel])
-            offset += len(v)
-    if not features:
-        return old_logp, entropy, None
-    run.accel.synchronize()  # the non-blocking copies into pinned host memory are complete
-    return old_logp, entropy, (buffer, torch.cat(adv_tok), torch.cat(where))
 
 
 def response_logprobs(model, input_ids, attention_mask, R, temperature, chunk_tokens=2048, checkpoint=False,
@@ -620,75 +677,33 @@ def sliced_lm_head(model, targets, temperature, chunk_tokens, checkpoint, with_e
         del head.forward  # the class's forward again
 
 
-def update(run, batch, adv, weights, plans):
-    """Eq. B/E: one optimizer step per mini-batch, the token weights fixed for all. Each term is divided by its
-    mini-batch's global normaliser, which counts every row of the mini-batch, forwarded or not, and multiplied by
-    world_size (DDP and FSDP average): no split changes it. A mini-batch with no micro-batch on any rank (all its
-    rows of advantage 0) has the gradient 0, on which AdamW steps as it would have after the forwards."""
-    a, algo, model, mask = run.args, run.algo, run.train_model, batch["response_mask"]  # [N, R]
-    live = mask & (adv != 0)[:, None]  # [N, R] the tokens with a gradient: the metrics' tokens
-    weight = torch.ones_like(mask, dtype=torch.float32) if weights is None else weights.float()  # [N, R]
-    weight, row_count = algo["normaliser"](mask, weight, a)  # [N, R], [N]: the algorithm's own choice of tokens
-    out = {}
-    if "sampler_logp" in batch and a.is_cap > 0:  # vLLM is not the trainer: truncated importance sampling
-        is_w = engines().is_correction(batch["old_logp"], batch["sampler_logp"], a.is_cap)  # [N, R]
-        weight, n = weight * is_w, reduce(run, live.sum().double()).clamp(min=1)
-        out = {"rollout/is_mean": (reduce(run, (is_w * live).sum().double()) / n).item(),
-               "rollout/is_capped": (reduce(run, ((is_w >= a.is_cap) & live).sum().double()) / n).item()}
-    per_rank = a.mini_batch_prompts // run.world * a.group_size  # a mini-batch's rows on each rank
-    losses, sums, norms = [], torch.zeros(4, dtype=torch.float64, device=mask.device), []
-    model.train()  # HF checkpoints its layers (--gradient_checkpointing) in training mode only; dropout is off
-    for k, groups in enumerate(plans):  # one optimizer step per mini-batch
-        block = slice(k * per_rank, (k + 1) * per_rank)  # the mini-batch's rows, before any was dropped
-        count = reduce(run, row_count[block].sum().double()).clamp(min=1)  # the mini-batch's normaliser
-        # (1 when it counts no token: forking's or a lam subset's mini-batch may choose none; 0, not 0 / 0, is its sum)
-        seen = reduce(run, batch["attention_mask"][block].sum().double())  # its tokens, for the MoE's router loss
-        loss = torch.zeros(2, device=mask.device)  # policy, router: this rank's part of the mini-batch's loss
-        for j, rows in enumerate(groups):
-            with run.sharding.no_sync(model, sync=j == len(groups) - 1):  # gradients reduced once a mini-batch
-                part, metrics = micro_batch_loss(run, batch, adv, weight, live, rows, count, seen)
-                (part.sum() * run.world).backward()
-            loss, sums = loss + part.detach() * run.world, sums + metrics
-        if not groups:  # no rank forwards a row of it: the gradient is 0, as its forwards would have left it
-            for p in model.parameters():
-                if p.requires_grad and p.grad is None:
-                    p.grad = torch.zeros_like(p)
-        norm = float(torch.nn.utils.clip_grad_norm_(model.parameters(), a.max_grad_norm))  # global, under FSDP too
-        if math.isfinite(norm):
-            run.optimizer.step()
-        else:
-            warnings.warn(f"non-finite gradient norm {norm}: optimizer step skipped")
-        run.sharding.zero_grad(run.optimizer)
-        losses.append(loss)
-        norms.append(norm)
-    model.eval()
-    sums = reduce(run, sums)  # clipped, dual-clipped, k3 KL and the count of the tokens with a gradient, all ranks
-    means = (torch.stack(losses).mean(0).tolist() + (sums[:3] / sums[3].clamp(min=1)).tolist())  # one sync
-    names = ("loss/policy", "loss/router", "loss/clipfrac", "loss/clipfrac_dual", "loss/approx_kl")
-    out.update((name, x) for name, x in zip(names, means) if name != "loss/router" or run.router_coef)
-    return dict(out, grad_norm=sum(norms) / len(norms))
+def importance_weights(run, batch, weight, live):
+    """--vllm (--is_cap > 0): the token weights times the truncated importance weight min(pi_old / pi_vllm, C), as
+    vLLM's kernels are not the trainer's; with its figures. Otherwise the weights as they are."""
+    a = run.args
+    if "sampler_logp" not in batch or a.is_cap <= 0:
+        return weight, {}
+    is_w = engines().is_correction(batch["old_logp"], batch["sampler_logp"], a.is_cap)  # [N, R]
+    n = reduce(run, live.sum().double()).clamp(min=1)
+    return weight * is_w, {"rollout/is_mean": (reduce(run, (is_w * live).sum().double()) / n).item(),
+                           "rollout/is_capped": (reduce(run, ((is_w >= a.is_cap) & live).sum().double()) / n).item()}
 
 
-def micro_batch_loss(run, batch, adv, weight, live, rows, count, seen):
-    """One micro-batch's forward: its terms of the mini-batch's policy loss (Eq. B/E over `count`) and router loss
-    [2], and the token sums of its metrics [4] (clipped, dual-clipped, k3 KL, tokens). No rows: 0, with a gradient
-    of 0 through the whole model (the forward and backward the other ranks' collectives wait for)."""
-    a, algo, mask = run.args, run.algo, batch["response_mask"]
-    ids, am, Rm = micro_batch(batch, rows)
-    extra = {}
-    with autocast(mask.device, bf16_compute(a, mask.device)):
-        logp = response_logprobs(run.train_model, ids, am, Rm, a.temperature, a.head_chunk_tokens, checkpoint=True,
-                                 extra=extra)[0][:len(rows)]  # [b, Rm]
-    logp, m, w, old = logp.float(), live[rows, :Rm], weight[rows, :Rm], batch["old_logp"][rows, :Rm]
-    if algo["step_weights"]:  # FIPO departs from DAPO here: weights from the new log-probs
-        f, m = algo["step_weights"](run, logp, old, adv[rows], m)
-        w = w * f
-    loss, met = policy_loss(logp, old, adv[rows], m, w, num_tokens=count, **algo["gate"](a))
-    router = (run.router_coef * extra["aux_loss"].float() * am.sum() / seen if run.router_coef
-              else loss.new_zeros(()))  # an MoE's load balancing, its micro-batches token-weighted
-    n = m.sum().double()
-    metrics = torch.stack([met["clipfrac"] * n, met["clipfrac_dual"] * n, met["approx_kl"] * n, n]).double()
-    return torch.stack([loss, router]), metrics
+def optimizer_step(run, model, forwarded=True):
+    """AdamW's step on the mini-batch's gradients, clipped to --max_grad_norm (the global norm, under FSDP too),
+    skipped with a warning when the norm is not finite; then the gradients zeroed. A mini-batch no rank forwarded a
+    row of (all its rows of advantage 0) has the gradient 0, on which AdamW steps as after the forwards. -> norm"""
+    if not forwarded:
+        for p in model.parameters():
+            if p.requires_grad and p.grad is None:
+                p.grad = torch.zeros_like(p)
+    norm = float(torch.nn.utils.clip_grad_norm_(model.parameters(), run.args.max_grad_norm))
+    if math.isfinite(norm):
+        run.optimizer.step()
+    else:
+        warnings.warn(f"non-finite gradient norm {norm}: optimizer step skipped")
+    run.sharding.zero_grad(run.optimizer)
+    return norm
 
 
 def router_loss_coef(config):
@@ -711,16 +726,22 @@ def weight_stats(run, lam, mask):
             "delta/lam_min": lo.item(), "delta/lam_max": hi.item()}
 
 
-# ======== 4. The engine seam: a sampler and a sharding strategy, the trainer's only ways to an engine ================
+# ======== 5. The engine seam: a sampler and a sharding strategy, the trainer's only ways to an engine ================
 # sampler: generate(prompt_ids, temperature, n, seed) -> (responses, log-probs or None), token ids in and out,
 #   plus tok, eos and device; HFSampler here, engines.VLLMSampler for --vllm (engines.py: with its flags or a GPU).
 # sharding: wrap, no_sync, gathered, zero_grad, model_state, optim_state and `group` (None in one process), which
-#   the trainer passes to the copyable functions; DDP here, engines.FSDP2 for --fsdp. Checkpoints (section 5) are
+#   the trainer passes to the copyable functions; DDP here, engines.FSDP2 for --fsdp. Checkpoints (section 6) are
 #   torch.distributed.checkpoint's, written and read as each rank holds its tensors, under either.
 def engines():
     """engines.py, imported only where a flag or a GPU needs it: delta.py and rewards.py alone run a model."""
     import engines
     return engines
+
+
+def tasks():
+    """tasks.py, imported by the offline default only (the tiny model, the embedded tasks and their warm start)."""
+    import tasks
+    return tasks
 
 
 PRETEND_GPU = "DELTA_PRETEND_GPU"  # the device seam's test mode: the free GiB a CPU process reports as a GPU
@@ -934,7 +955,7 @@ def all_mean(run, values):
     return {k: x / run.world for k, x in zip(sorted(values), t.tolist())}
 
 
-# ======== 5. The main loop: evaluation, checkpoints, the run =========================================================
+# ======== 6. The main loop: evaluation, checkpoints, the run =========================================================
 def evaluate(run, step, temperature=0.0, n=1, limit=None, answered=None):
     """Held-out accuracy, the mean over n samples a problem (greedy by default) of the first `limit` problems (all
     by default), rows sharded over ranks, sampled from generators seeded by the step, apart from the training
@@ -1105,26 +1126,33 @@ def prepare(args):
         enable_checkpointing(model)
     run = make_run(args, model, tok, source, rank, world, device, train_rows, eval_rows)
     run.log, run.close_log, run.step, run.resumed = log, close_log, state["step"] if state else 0, bool(state)
-    if state:  # AdamW's state resharded onto this run's processes; the same process count resumes exactly
-        load_checkpoint_state(ckpts[-1], unwrap(run.train_model), run.optimizer, no_dist=world == 1)
-        if state["world_size"] == world:
+    restore_or_seed(run, state, ckpts[-1] if state else None)
+    return run
+
+
+def restore_or_seed(run, state, checkpoint):
+    """--resume: AdamW's state resharded onto this run's processes and every rank's generators (the same process
+    count resumes exactly). A new run: seeded generators, args.json and held_out.jsonl, the tiny default warmed up."""
+    a, rank = run.args, run.rank
+    if state:
+        load_checkpoint_state(checkpoint, unwrap(run.train_model), run.optimizer, no_dist=run.world == 1)
+        if state["world_size"] == run.world:
             rng_state(state["rng"][rank])
         else:  # other processes draw other samples: fresh generators per rank, seeded by the step
-            torch.manual_seed(seed := (args.seed + 1) * 1_000_003 + run.step * 101 + rank)
+            torch.manual_seed(seed := (a.seed + 1) * 1_000_003 + run.step * 101 + rank)
             random.seed(seed)
-        return run
-    torch.manual_seed(args.seed + rank)  # sampling differs per rank
-    random.seed(args.seed + rank)
+        return
+    torch.manual_seed(a.seed + rank)  # sampling differs per rank
+    random.seed(a.seed + rank)
     if rank == 0:
-        with open(os.path.join(args.output_dir, "args.json"), "w") as f:
-            json.dump(dataclasses.asdict(args), f, indent=1)
-        with open(os.path.join(args.output_dir, "held_out.jsonl"), "w") as f:  # eval.py --data grades them so
-            f.writelines(json.dumps({"question": r["question"], "answer": r["answer"], "reward": args.reward,
-                                     "answer_format": args.answer_format, "instruction": args.instruction}) + "\n"
-                         for r in eval_rows)
-    if not args.model:
-        warm_start(run, log)
-    return run
+        with open(os.path.join(a.output_dir, "args.json"), "w") as f:
+            json.dump(dataclasses.asdict(a), f, indent=1)
+        with open(os.path.join(a.output_dir, "held_out.jsonl"), "w") as f:  # eval.py --data grades them so
+            f.writelines(json.dumps({"question": r["question"], "answer": r["answer"], "reward": a.reward,
+                                     "answer_format": a.answer_format, "instruction": a.instruction}) + "\n"
+                         for r in run.eval_rows)
+    if not a.model:  # the tiny default learns the answer format from worked solutions first
+        tasks().warm_start(run, run.log, sys.modules[__name__])
 
 
 def train(run):
@@ -1252,6 +1280,7 @@ def parameters_on_meta():
         torch.nn.Module.register_parameter = register
 
 
+
 def load_weights(model, source, device, rank):
     """The tensors of a model built on the meta device made on `device` (after fully_shard: this rank's shards
     only) and filled: from delta.py's checkpoint each rank reads its own shards; otherwise rank 0 alone reads
@@ -1348,7 +1377,7 @@ def metrics_logger(args, rank, resumed_step=None):
     return log, sink.close if sink else lambda: None
 
 
-# ======== 6. The arguments, each with a one-line help, and their checks before any work ==============================
+# ======== 7. The arguments, each with a one-line help, and their checks before any work ==============================
 def arg(default, help):
     return field(default=default, metadata={"help": help})
 
@@ -1622,37 +1651,6 @@ def parse_args(argv=None) -> Args:
         parser.set_defaults(**values)  # a string is parsed as on the command line, as argparse does for defaults
         argv = argv[1:]
     return parser.parse_args_into_dataclasses(argv)[0]
-
-
-# ======== 7. Extras of the offline default (tasks.py: the tiny model, the embedded tasks): the warm start ============
-def tasks():
-    """tasks.py, imported by the offline default only: delta.py and rewards.py alone run a --model on a --dataset."""
-    import tasks
-    return tasks
-
-
-def warm_start(run, log):
-    """Supervised warm start of the tiny default until sft_target_acc of its samples are right (RL needs some)."""
-    a, tok = run.args, run.tok
-    opt = torch.optim.AdamW(run.model.parameters(), lr=a.sft_lr, weight_decay=0.0)
-    gen, per_rank = torch.Generator().manual_seed(a.seed + 1), a.sft_batch_size // run.world
-    check = tasks().TASKS[a.task].get("sft_check")  # held-out problems the stopping rule samples (code: sandbox cost)
-    acc, step = evaluate(run, -1, a.temperature, limit=check), 0
-    while acc < a.sft_target_acc and step < a.sft_max_steps:
-        idx = torch.randint(len(run.train_rows), (a.sft_batch_size,), generator=gen)
-        rows = [run.train_rows[i] for i in idx[run.rank * per_rank:(run.rank + 1) * per_rank]]
-        prompts = [encode_prompt(tok, prompt_text(tok, r["question"], a.instruction)) for r in rows]
-        solutions = [tok(r["solution"], add_special_tokens=False).input_ids + [tok.eos_token_id] for r in rows]
-        batch = rollout_batch(prompts, solutions, [tok.eos_token_id], tok.pad_token_id, run.device)  # + eos
-        mask = batch["response_mask"]
-        logp = response_logprobs(run.train_model, batch["input_ids"], batch["attention_mask"], mask.shape[1], 1.0)[0]
-        (-(logp * mask).sum() / mask.sum()).backward()
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-        step += 1
-        if step % 10 == 0:
-            acc = evaluate(run, -1 - step, a.temperature, limit=check)
-    log({"step": 0, "sft/steps": step, "sft/sample_accuracy": acc})
 
 
 if __name__ == "__main__":

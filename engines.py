@@ -10,11 +10,11 @@ optional packages' integrations.
     expandable_segments  the CUDA allocator maps pages, so what a phase frees goes back whole
     connect_collectives  on GPUs: NCCL's communicator and the step's collectives made at start, before vLLM
 
-delta.py imports this file only when one of these flags is set or on a GPU, and this file imports nothing of
-delta.py (bench/memory.py books its figures with the functions here).
-The seam (see delta.py, section 4): a sharding strategy gives wrap, no_sync, gathered, zero_grad and the state
-dicts (FSDP2 and delta.py's DDP give the same full, name-keyed state dicts, which DCP
-gathers from either); a sampler turns prompt token ids into response token ids (and their log-probs).
+delta.py imports this file only when one of these flags is set or on a GPU, and this file imports nothing
+of delta.py (bench/memory.py books its figures with the functions here).
+The seam (see delta.py, section 5): a sharding strategy gives wrap, no_sync, gathered, zero_grad and the state
+dicts (FSDP2 and delta.py's DDP give the same full, name-keyed state dicts, which DCP gathers from either); a
+sampler turns prompt token ids into response token ids (and their log-probs).
 """
 import contextlib
 import os
@@ -486,3 +486,4 @@ def connect_collectives(device, world):
         torch.distributed.all_reduce(x)
         if not (torch.all(gathered == 1) and part.item() == world and torch.all(x == world)):
             raise RuntimeError(f"the process group's {dtype} collectives returned wrong sums at start")
+

@@ -1,7 +1,7 @@
 """The offline default: a character tokenizer, a Qwen3 of about 0.5 M parameters, and the embedded tasks
 (delta.py --task addition, multistep, filler, code). Each task builds (training rows, held-out rows) of
-{"question", "answer", "solution"}; the solutions warm-start the tiny model (delta.warm_start) until RL can learn.
-Nothing here depends on delta.py.
+{"question", "answer", "solution"}; the solutions warm-start the tiny model (warm_start, below) until RL can learn.
+Nothing here imports delta.py (warm_start is handed its functions).
 """
 import itertools
 import random
@@ -92,3 +92,28 @@ TASKS = {  # sft_target: the accuracy of temperature-1 samples at which the warm
     "filler": dict(build=chain_task((3, 4, 5), filler=2), sft_target=0.2),  # 66,339 problems, about 75 tokens
     "code": dict(build=code_task, sft_target=0.15, sft_check=64),  # 930 functions; the sandbox in the reward
 }
+
+
+def warm_start(run, log, trainer):
+    """Supervised warm start of the tiny default until sft_target_acc of its samples are right (RL needs some).
+    trainer: delta.py as a module (its evaluate, prompt and forward functions), passed in: nothing here imports it."""
+    a, tok, t = run.args, run.tok, trainer
+    opt = torch.optim.AdamW(run.model.parameters(), lr=a.sft_lr, weight_decay=0.0)
+    gen, per_rank = torch.Generator().manual_seed(a.seed + 1), a.sft_batch_size // run.world
+    check = TASKS[a.task].get("sft_check")  # held-out problems the stopping rule samples (code: sandbox cost)
+    acc, step = t.evaluate(run, -1, a.temperature, limit=check), 0
+    while acc < a.sft_target_acc and step < a.sft_max_steps:
+        idx = torch.randint(len(run.train_rows), (a.sft_batch_size,), generator=gen)
+        rows = [run.train_rows[i] for i in idx[run.rank * per_rank:(run.rank + 1) * per_rank]]
+        prompts = [t.encode_prompt(tok, t.prompt_text(tok, r["question"], a.instruction)) for r in rows]
+        solutions = [tok(r["solution"], add_special_tokens=False).input_ids + [tok.eos_token_id] for r in rows]
+        batch = t.rollout_batch(prompts, solutions, [tok.eos_token_id], tok.pad_token_id, run.device)  # + eos
+        mask = batch["response_mask"]
+        logp = t.response_logprobs(run.train_model, batch["input_ids"], batch["attention_mask"], mask.shape[1], 1.0)[0]
+        (-(logp * mask).sum() / mask.sum()).backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        step += 1
+        if step % 10 == 0:
+            acc = t.evaluate(run, -1 - step, a.temperature, limit=check)
+    log({"step": 0, "sft/steps": step, "sft/sample_accuracy": acc})
