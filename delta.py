@@ -1567,10 +1567,10 @@ def prompt_settings(answer_format, instruction, rows, kind="math", trained=None)
     one the model or the rows were trained with (`trained`: a model folder's PROMPT_FILE, a run's held-out rows),
     else what most prompts ask for, else the box; the instruction given, else the trained one, else the format's
     request unless the prompts ask themselves (code prompts carry theirs). -> (answer_format, instruction)"""
-    trained, math = trained or {}, [r["question"] for r in rows] if kind == "math" else []
-    asked = collections.Counter(rewards().asked_format(q) for q in math)
+    trained, questions = trained or {}, [r["question"] for r in rows] if kind == "math" else []
+    asked = collections.Counter(rewards().asked_format(q) for q in questions)
     asked = max(asked, key=asked.get) if asked else None  # what most prompts ask for themselves, if anything
-    other = collections.Counter(rewards().asked_format(q, graded=False) for q in math)
+    other = collections.Counter(rewards().asked_format(q, graded=False) for q in questions)
     other.pop(None, None)
     if other and not asked and not trained and "auto" in (answer_format, instruction):
         formats = " | ".join(rewards().ANSWER_FORMATS)
