@@ -340,14 +340,15 @@ def rl_step(run, step):
     adv = group_advantages(reward, a.group_size, algo["scale"])  # 3. Eq. A  [N]
     times.append(clock(run))
     train_plan, score_plan = forward_plans(run, batch, adv)  # the rows each pass forwards: of advantage != 0
-    keep = algo["features"] or bool(run.hooks)  # Eq. D's v: for lam, and for the hooks that read the rollout
+    hooks = [h for h in run.hooks if getattr(h, "due", lambda run, step: True)(run, step + 1)]  # this step's readers
+    keep = algo["features"] or bool(hooks)  # Eq. D's v: for lam, and for the hooks that read this rollout
     batch["old_logp"], entropy, features = score(run, batch, adv, score_plan, keep)  # 4. Eq. D
     roll = dict(batch=batch, rows=rows, adv=adv, correct=correct, reward=reward, entropy=entropy, features=features,
                 stats={})
     times.append(clock(run))
     weights = algo["weights"](run, roll) if algo["weights"] else None  # 5. DelTA: lam [N, R], Sec. 3.2
     times.append(clock(run))
-    for hook in run.hooks:  # what the benches and --dump_rollouts_every read of a rollout: hook(run, roll, lam, step)
+    for hook in hooks:  # what the benches and --dump_rollouts_every read of a rollout: hook(run, roll, lam, step)
         hook(run, roll, weights, step + 1)
     roll["features"] = features = None  # v is done with: the update's memory starts without it
     losses = update(run, batch, adv, weights, train_plan)  # 6. Eq. B/E, one optimizer step per mini-batch

@@ -451,6 +451,9 @@ def dump_rollout(run, roll, weights, step):
                     args=dataclasses.asdict(run.args)), os.path.join(run.args.output_dir, f"rollout-{step}.pt"))
 
 
+dump_rollout.due = lambda run, step: step % run.args.dump_rollouts_every == 0  # delta.rl_step: the steps it reads
+
+
 def feature_norms(v, where, mask, chunk):
     """||v|| of every side token in the rollout layout [N, R] (0 elsewhere), a chunk at a time in float32."""
     norms = torch.zeros(mask.numel(), device=mask.device)
