@@ -15,6 +15,7 @@ import zlib
 import pytest
 import torch
 
+import checkpoints
 import delta
 import tasks
 
@@ -117,8 +118,8 @@ def backbones(tmp_path_factory):
 
 
 def make_run(tiny, world=1, **changes):
-    """A step's namespace around the tiny model, as delta.main builds it."""
-    model, tok = delta.load_model(tiny, torch.device("cpu"))
+    """A step's namespace around the tiny model, as delta.prepare builds it."""
+    model, tok = checkpoints.load_model(tiny, torch.device("cpu"))
     return delta.make_run(dataclasses.replace(delta.Args(), **changes), model, tok, tiny, world=world)
 
 

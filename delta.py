@@ -7,10 +7,10 @@ The paper (Zhang, Wu and Lin, arXiv 2605.21467) and this file, in the same order
     Eq. B, E   policy_loss          DAPO's clipped surrogate; DelTA multiplies each token's advantage by lam
     baselines  top_share_mask (forking tokens), fipo_weights (FIPO); SAPO is policy_loss(sapo_tau=...)
 These functions are copyable: pure torch, no dependency on the rest of the file, and a collective call only on a
-process group passed as `group`. Then the trainer: ALGOS (each algorithm as data), rl_step (one rollout batch, read
-like the paper's algorithm box) and its helpers in call order, the engine seam (HF sampler and DDP here, the rest
-in engines.py), the main loop (prepare a run, train it), and the arguments. The tiny default's model, tasks and
-warm start are tasks.py's.
+process group passed as `group`. Then the trainer: rl_step (one rollout batch, read like the paper's algorithm box)
+and its helpers in call order, ALGOS (each algorithm as data), the step's mechanics, the engine seam (HF sampler and
+DDP here, the rest in engines.py), the main loop (prepare a run, train it), and the arguments. Companions, imported
+where first needed: rewards.py (verifiers, datasets), checkpoints.py (a run's files), tasks.py (the tiny default).
 
     python delta.py                                   # offline tiny default on the CPU, a few minutes
     torchrun --nproc_per_node 2 delta.py              # the same on 2 processes under DDP (gloo on CPU)
@@ -22,36 +22,30 @@ warm start are tasks.py's.
     python delta.py --output_dir runs/x --resume      # continue from the newest checkpoint
     torchrun --nproc_per_node 8 delta.py --model Qwen/Qwen3-8B-Base --fsdp ...   # the paper's recipe (docs/scale.md)
 """
-import collections
 import contextlib
 import dataclasses
 import datetime
 import gc
-import importlib.util
 import json
 import math
 import os
 import random
-import re
-import shutil
 import signal
 import sys
 import time
 import types
 import warnings
-import weakref
 from dataclasses import dataclass, field
 
 import torch
 import torch.distributed as dist
-import torch.distributed.checkpoint as dist_cp
 import torch.distributed.checkpoint.state_dict as dcp
 import transformers
 from tqdm import tqdm
-from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig, HfArgumentParser
+from transformers import GenerationConfig, HfArgumentParser
 
 
-# ======== 1. The method, in the paper's order (copyable: pure torch, collectives only on `group`) ====================
+# ======== 1. The method, in the paper's order (copyable: pure torch, collectives only on `group`) =====================
 def group_advantages(rewards, group_size, scale="group", eps=1e-6):
     """Eq. A. rewards: [N] with the G responses of each prompt adjacent. Returns adv [N].
     scale="group": (R - mean) / (std + eps), GRPO and DAPO (std with Bessel's correction, as verl);
@@ -257,79 +251,7 @@ def fipo_weights(logp, old_logp, adv, mask, decay=32.0, low=0.8, high=1.2, safet
     return f, keep
 
 
-# ======== 2. The algorithms as data: where each departs from DAPO ====================================================
-# An entry: scale (Eq. A with or without the std), overlong (DAPO's length penalty), gate (the clip settings,
-# or SAPO's gate), weights (token weights fixed for every update of a rollout), step_weights (from each
-# micro-batch's new log-probs), normaliser (the loss's denominator), features (keep Eq. D's v), score_all
-# (score the rows of advantage 0 too: forking ranks every response's tokens by entropy).
-def delta_weights(run, roll):  # Sec. 3.2 on this rank's packed features, sums over the run's process group
-    a, mask, (v, adv_tok, where) = run.args, roll["batch"]["response_mask"], roll["features"]
-    side_lam = delta_coefficients(v, adv_tok, torch.ones_like(adv_tok, dtype=torch.bool), a.K, a.lam_min, a.lam_max,
-                                  stats=roll["stats"], num_valid=mask.sum(), margin=a.delta_margin, gamma=a.delta_gamma,
-                                  chunk_tokens=a.feature_chunk_tokens,
-                                  assign=a.delta_assign, normalise=a.delta_normalise, group=run.group)  # [n]
-    lam = torch.where(mask, roll["stats"]["lam_zero"], 0.0)  # [N, R]
-    lam.view(-1)[where] = side_lam.float()
-    return lam
-
-
-def forking_weights(run, roll):  # Wang et al. 2025: the policy gradient on the top-entropy tokens only
-    mask = roll["batch"]["response_mask"]
-    return top_share_mask(roll["entropy"], mask, run.args.forking_ratio, group=run.group).float()
-
-
-def lam_subset_weights(largest):  # paper Sec. 5: DAPO on the top (or bottom) half of the tokens by DelTA's lam
-    return lambda run, roll: top_share_mask(delta_weights(run, roll), roll["batch"]["response_mask"], 0.5, largest,
-                                            run.group).float()
-
-
-def fipo_step_weights(run, logp, old, adv, mask):  # Ma et al. 2026: weights from the future KL, per micro-batch
-    a = run.args
-    f, keep = fipo_weights(logp, old, adv, mask, a.fipo_decay, a.fipo_low, a.fipo_high, a.fipo_safety, a.clip_c)
-    return f, mask & keep[:, None]
-
-
-# The normalisers, named as verl names its loss aggregation modes: (mask [N, R], weights [N, R], args) ->
-# (weights, count per response [N]); the loss is divided by the mini-batch's sum of the counts.
-def token_mean(mask, w, args):
-    """verl's "token-mean" (DAPO): every valid token of the mini-batch counts once."""
-    return w, mask.sum(1)
-
-
-def chosen_token_mean(mask, w, args):
-    """"token-mean" over the tokens the weights choose (forking, lam subsets): a token of weight 0 does not count."""
-    return w, ((w > 0) & mask).sum(1)
-
-
-def seq_mean_token_mean(mask, w, args):
-    """verl's "seq-mean-token-mean" (GRPO): each response's token mean, then the mean over responses."""
-    return w / mask.sum(1, keepdim=True).clamp(min=1), mask.new_ones(mask.shape[0], dtype=torch.float)
-
-
-def seq_mean_token_sum_norm(mask, w, args):
-    """verl's "seq-mean-token-sum-norm" (Dr. GRPO): each response's token sum over the longest response allowed,
-    then the mean over responses."""
-    return w, mask.new_full((mask.shape[0],), args.max_new_tokens, dtype=torch.float)
-
-
-DAPO = dict(scale="group", overlong=True, weights=None, step_weights=None, normaliser=token_mean,
-            features=False, score_all=False,
-            gate=lambda a: dict(clip_low=a.clip_low, clip_high=a.clip_high, clip_c=a.clip_c))
-SYMMETRIC = lambda a: dict(clip_low=a.clip_low, clip_high=a.clip_low, clip_c=None)  # GRPO's references: no dual clip
-ALGOS = {
-    "dapo": DAPO,
-    "delta": dict(DAPO, weights=delta_weights, features=True),  # Sec. 3.2's lam in Eq. E
-    "grpo": dict(DAPO, overlong=False, gate=SYMMETRIC, normaliser=seq_mean_token_mean),
-    "drgrpo": dict(DAPO, scale="none", overlong=False, gate=SYMMETRIC, normaliser=seq_mean_token_sum_norm),
-    "forking": dict(DAPO, weights=forking_weights, normaliser=chosen_token_mean, score_all=True),
-    "sapo": dict(DAPO, gate=lambda a: dict(sapo_tau=(a.sapo_tau_pos, a.sapo_tau_neg))),  # Gao et al. 2025
-    "fipo": dict(DAPO, step_weights=fipo_step_weights),
-    "lam_top": dict(DAPO, weights=lam_subset_weights(True), features=True, normaliser=chosen_token_mean),
-    "lam_bottom": dict(DAPO, weights=lam_subset_weights(False), features=True, normaliser=chosen_token_mean),
-}
-
-
-# ======== 3. One RL step, as the paper's algorithm box, and the helpers it names ======================================
+# ======== 2. One RL step, as the paper's algorithm box, and the helpers it names ======================================
 def rl_step(run, step):
     """One RL step as the paper's box: returns its metrics (step_metrics), averaged over ranks."""
     a, algo, times = run.args, run.algo, [clock(run)]
@@ -410,11 +332,9 @@ def verify(run, batch, rows):
 
 
 def forward_plans(run, batch, adv):
-    """The micro-batch plans (micro_batches) of the update and of scoring. A row of advantage 0 (its group's
-    rewards all equal) adds exactly 0 to the loss and its gradient, so with --skip_zero_advantage neither pass runs
-    it; it still counts wherever the algorithm counts it (the normalisers and lam's step 6 read the masks, not the
-    forwards). Kept: every row is scored for forking (its entropy ranks every response's tokens) and trained for an
-    MoE whose load-balancing loss has a gradient on every row."""
+    """The micro-batch plans of the update and of scoring. A row of advantage 0 adds exactly 0 to the loss and its
+    gradient, so with --skip_zero_advantage neither pass runs it (the normalisers and lam's step 6 still count it:
+    they read the masks). Forking scores every row (entropy ranks all tokens); an MoE's router loss trains every row."""
     every = torch.ones_like(adv, dtype=torch.bool)
     nonzero = adv != 0 if run.args.skip_zero_advantage else every
     trained, scored = every if run.router_coef else nonzero, every if run.algo["score_all"] else nonzero
@@ -514,6 +434,78 @@ def micro_batch_loss(run, batch, adv, weight, live, rows, count, seen):
     return torch.stack([loss, router]), metrics
 
 
+# ======== 3. The algorithms as data: where each departs from DAPO =====================================================
+# An entry: scale (Eq. A with or without the std), overlong (DAPO's length penalty), gate (the clip settings,
+# or SAPO's gate), weights (token weights fixed for every update of a rollout), step_weights (from each
+# micro-batch's new log-probs), normaliser (the loss's denominator), features (keep Eq. D's v), score_all
+# (score the rows of advantage 0 too: forking ranks every response's tokens by entropy).
+def delta_weights(run, roll):  # Sec. 3.2 on this rank's packed features, sums over the run's process group
+    a, mask, (v, adv_tok, where) = run.args, roll["batch"]["response_mask"], roll["features"]
+    side_lam = delta_coefficients(v, adv_tok, torch.ones_like(adv_tok, dtype=torch.bool), a.K, a.lam_min, a.lam_max,
+                                  stats=roll["stats"], num_valid=mask.sum(), margin=a.delta_margin, gamma=a.delta_gamma,
+                                  chunk_tokens=a.feature_chunk_tokens,
+                                  assign=a.delta_assign, normalise=a.delta_normalise, group=run.group)  # [n]
+    lam = torch.where(mask, roll["stats"]["lam_zero"], 0.0)  # [N, R]
+    lam.view(-1)[where] = side_lam.float()
+    return lam
+
+
+def forking_weights(run, roll):  # Wang et al. 2025: the policy gradient on the top-entropy tokens only
+    mask = roll["batch"]["response_mask"]
+    return top_share_mask(roll["entropy"], mask, run.args.forking_ratio, group=run.group).float()
+
+
+def lam_subset_weights(largest):  # paper Sec. 5: DAPO on the top (or bottom) half of the tokens by DelTA's lam
+    return lambda run, roll: top_share_mask(delta_weights(run, roll), roll["batch"]["response_mask"], 0.5, largest,
+                                            run.group).float()
+
+
+def fipo_step_weights(run, logp, old, adv, mask):  # Ma et al. 2026: weights from the future KL, per micro-batch
+    a = run.args
+    f, keep = fipo_weights(logp, old, adv, mask, a.fipo_decay, a.fipo_low, a.fipo_high, a.fipo_safety, a.clip_c)
+    return f, mask & keep[:, None]
+
+
+# The normalisers, named as verl names its loss aggregation modes: (mask [N, R], weights [N, R], args) ->
+# (weights, count per response [N]); the loss is divided by the mini-batch's sum of the counts.
+def token_mean(mask, w, args):
+    """verl's "token-mean" (DAPO): every valid token of the mini-batch counts once."""
+    return w, mask.sum(1)
+
+
+def chosen_token_mean(mask, w, args):
+    """"token-mean" over the tokens the weights choose (forking, lam subsets): a token of weight 0 does not count."""
+    return w, ((w > 0) & mask).sum(1)
+
+
+def seq_mean_token_mean(mask, w, args):
+    """verl's "seq-mean-token-mean" (GRPO): each response's token mean, then the mean over responses."""
+    return w / mask.sum(1, keepdim=True).clamp(min=1), mask.new_ones(mask.shape[0], dtype=torch.float)
+
+
+def seq_mean_token_sum_norm(mask, w, args):
+    """verl's "seq-mean-token-sum-norm" (Dr. GRPO): each response's token sum over the longest response allowed,
+    then the mean over responses."""
+    return w, mask.new_full((mask.shape[0],), args.max_new_tokens, dtype=torch.float)
+
+
+DAPO = dict(scale="group", overlong=True, weights=None, step_weights=None, normaliser=token_mean,
+            features=False, score_all=False,
+            gate=lambda a: dict(clip_low=a.clip_low, clip_high=a.clip_high, clip_c=a.clip_c))
+SYMMETRIC = lambda a: dict(clip_low=a.clip_low, clip_high=a.clip_low, clip_c=None)  # GRPO's references: no dual clip
+ALGOS = {
+    "dapo": DAPO,
+    "delta": dict(DAPO, weights=delta_weights, features=True),  # Sec. 3.2's lam in Eq. E
+    "grpo": dict(DAPO, overlong=False, gate=SYMMETRIC, normaliser=seq_mean_token_mean),
+    "drgrpo": dict(DAPO, scale="none", overlong=False, gate=SYMMETRIC, normaliser=seq_mean_token_sum_norm),
+    "forking": dict(DAPO, weights=forking_weights, normaliser=chosen_token_mean, score_all=True),
+    "sapo": dict(DAPO, gate=lambda a: dict(sapo_tau=(a.sapo_tau_pos, a.sapo_tau_neg))),  # Gao et al. 2025
+    "fipo": dict(DAPO, step_weights=fipo_step_weights),
+    "lam_top": dict(DAPO, weights=lam_subset_weights(True), features=True, normaliser=chosen_token_mean),
+    "lam_bottom": dict(DAPO, weights=lam_subset_weights(False), features=True, normaliser=chosen_token_mean),
+}
+
+
 # ======== 4. The step's mechanics: layouts, micro-batches, the sliced LM head, the optimizer step, figures ============
 def step_metrics(run, roll, weights, plans, losses, times):
     """A step's figures, all in one place: the update's losses, rewards, lengths, the rows forwarded, entropy, the
@@ -574,12 +566,6 @@ def rollout_batch(prompt_ids, responses, ends, pad_id, device):
 def decode_responses(tok, batch):
     ids, mask = batch["input_ids"][:, batch["prompt_len"]:], batch["response_mask"]
     return [tok.decode(i[m], skip_special_tokens=True) for i, m in zip(ids, mask)]
-
-
-def rewards():
-    """rewards.py, imported where a reward is computed or a dataset read: delta.py alone holds the copyable API."""
-    import rewards
-    return rewards
 
 
 def overlong_penalty(lengths, max_len, buffer, factor):
@@ -727,14 +713,19 @@ def weight_stats(run, lam, mask):
             "delta/lam_min": lo.item(), "delta/lam_max": hi.item()}
 
 
-# ======== 5. The engine seam: a sampler and a sharding strategy, the trainer's only ways to an engine ================
+# ======== 5. The companion files, and the engine seam: a sampler and a sharding strategy ==============================
 # sampler: generate(prompt_ids, temperature, n, seed) -> (responses, log-probs or None), token ids in and out,
 #   plus tok, eos and device; HFSampler here, engines.VLLMSampler for --vllm (engines.py: with its flags or a GPU).
 # sharding: wrap, no_sync, gathered, zero_grad, model_state, optim_state and `group` (None in one process), which
-#   the trainer passes to the copyable functions; DDP here, engines.FSDP2 for --fsdp. Checkpoints (section 6) are
-#   torch.distributed.checkpoint's, written and read as each rank holds its tensors, under either.
+#   the trainer passes to the copyable functions; DDP here, engines.FSDP2 for --fsdp (checkpoints.py: either's).
+def rewards():
+    """rewards.py, imported where a reward is computed or a dataset read: delta.py alone holds the copyable API."""
+    import rewards
+    return rewards
+
+
 def engines():
-    """engines.py, imported only where a flag or a GPU needs it: delta.py and rewards.py alone run a model."""
+    """engines.py, imported only where a flag or a GPU needs it: DDP and HF generation run without it."""
     import engines
     return engines
 
@@ -745,15 +736,21 @@ def tasks():
     return tasks
 
 
+def checkpoints():
+    """checkpoints.py: what a run writes and reads back (checkpoints, model folders, weights read once)."""
+    import checkpoints
+    return checkpoints
+
+
 PRETEND_GPU = "DELTA_PRETEND_GPU"  # the device seam's test mode: the free GiB a CPU process reports as a GPU
 
 
 class Accelerator:
-    """The device seam: the trainer's one way to ask about its device (a GPU or not, its free and total memory,
-    pinned host memory, the communicator's backend, waiting for queued work, releasing cached memory). With
-    DELTA_PRETEND_GPU=<free GiB> in the environment a CPU process answers as a GPU of 80 GiB with that much free
-    would, on gloo, so CI runs every branch a GPU takes (in a GPU's dtypes: bf16 by default); only this class's
-    own CUDA calls stay unrun on a CPU (docs/scale.md lists them with the rest of what CI never executes)."""
+    """The device seam: the trainer's one way to ask about its device (a GPU or not, the communicator's backend,
+    waiting for queued work; engines.py asks its memory: gpu_memory, release, pinned). With DELTA_PRETEND_GPU=<free
+    GiB> in the environment a CPU process answers as a GPU of 80 GiB with that much free would, on gloo, so CI runs
+    every branch a GPU takes (in a GPU's dtypes: bf16 by default); only the seam's own CUDA calls stay unrun on a CPU
+    (docs/scale.md lists them with the rest of what CI never executes)."""
 
     def __init__(self, device, pretend=None):  # pretend: free GiB (the environment's if None)
         pretend = os.environ.get(PRETEND_GPU) if pretend is None else pretend
@@ -762,33 +759,9 @@ class Accelerator:
         self.gpu = self.cuda or self.pretend is not None
         self.backend = "nccl" if self.cuda else "gloo"
 
-    def memory(self):
-        """(free, total) bytes a GPU can still give: free, plus what torch's allocator caches unused; None off one."""
-        if self.cuda:
-            free, total = torch.cuda.mem_get_info(self.device)
-            return free + torch.cuda.memory_reserved(self.device) - torch.cuda.memory_allocated(self.device), total
-        return None if self.pretend is None else (self.pretend, 80 << 30)
-
-    def reserved(self):  # bytes torch's allocator holds on the device
-        return torch.cuda.memory_reserved(self.device) if self.cuda else 0
-
     def synchronize(self):  # the device's queued work is done (phase timings, non-blocking copies to host memory)
         if self.cuda:
             torch.cuda.synchronize(self.device)
-
-    def release(self):  # what the allocator caches goes back to the device (before vLLM measures the free memory)
-        gc.collect()
-        if self.cuda:
-            torch.cuda.empty_cache()
-
-    def pin(self, t):
-        """t (host memory) page-locked for asynchronous copies, registered as it is (torch's pinned allocator would
-        round it up to a power of two and cache it: torch/cuda/_pin_memory_utils.py), unregistered when freed."""
-        if self.cuda and t.numel():
-            from torch.cuda import _pin_memory_utils as pins
-            pins.pin_memory(t.data_ptr(), t.numel() * t.element_size())
-            weakref.finalize(t.untyped_storage(), pins.unpin_memory, t.data_ptr())
-        return t
 
     def rng_devices(self):  # the devices whose generators torch.random.fork_rng forks
         return [self.device] if self.cuda else []
@@ -956,7 +929,7 @@ def all_mean(run, values):
     return {k: x / run.world for k, x in zip(sorted(values), t.tolist())}
 
 
-# ======== 6. The main loop: evaluation, checkpoints, the run =========================================================
+# ======== 6. The main loop: evaluation, preparing a run, training it ==================================================
 def evaluate(run, step, temperature=0.0, n=1, limit=None, answered=None):
     """Held-out accuracy, the mean over n samples a problem (greedy by default) of the first `limit` problems (all
     by default), rows sharded over ranks, sampled from generators seeded by the step, apart from the training
@@ -994,93 +967,6 @@ def evaluation(run, step):
     return out
 
 
-def rng_state(s=None):
-    """The state of this rank's generators (torch's, Python's, CUDA's where there is one), or, given one, set them."""
-    if s is None:
-        cuda = {"cuda": torch.cuda.get_rng_state_all()} if torch.cuda.is_available() else {}
-        return dict(torch=torch.get_rng_state(), python=random.getstate(), **cuda)
-    for k, x in s.items():
-        dict(torch=torch.set_rng_state, python=random.setstate, cuda=torch.cuda.set_rng_state_all)[k](x)
-
-
-PROMPT_FILE = "delta_prompt.json"  # saved with every model folder: the prompt settings it was trained with
-
-
-def checkpoints(output_dir):
-    """Complete checkpoints, oldest first (a crash mid-save leaves only a .tmp folder, ignored here)."""
-    found = os.listdir(output_dir) if os.path.isdir(output_dir) else []
-    found = [d for d in found if re.fullmatch(r"checkpoint-\d+", d)]
-    return [os.path.join(output_dir, d) for d in sorted(found, key=lambda d: int(d.split("-")[1]))]
-
-
-def save_model(run, path):
-    """A Hugging Face folder with the prompt settings (eval.py reads them): the full weights gathered to rank 0 (a
-    collective under FSDP), written to a temporary folder, then renamed."""
-    weights = run.sharding.model_state(run.train_model)
-    if run.rank == 0:
-        tmp = path + ".tmp"
-        shutil.rmtree(tmp, ignore_errors=True)
-        unwrap(run.model).save_pretrained(tmp, state_dict=dict(weights))
-        save_folder_files(run, tmp)
-        shutil.rmtree(path, ignore_errors=True)
-        os.replace(tmp, path)
-
-
-def save_folder_files(run, folder):  # the tokenizer and the prompt settings, beside a model's config
-    run.tok.save_pretrained(folder)
-    with open(os.path.join(folder, PROMPT_FILE), "w") as f:
-        json.dump({"instruction": run.args.instruction, "answer_format": run.answer_format,
-                   "chat_template": bool(run.tok.chat_template)}, f)
-
-
-CHECKPOINT_STATE = "state"  # a checkpoint's weights and AdamW state, as torch.distributed.checkpoint writes them
-
-
-def save_checkpoint(run, step):
-    """The weights and AdamW state as each rank holds them (torch.distributed.checkpoint: each rank writes its own
-    shards, one file a tensor, so none gathers the whole state; any process count loads them), the config and
-    tokenizer, every rank's RNG and the step (it fixes the data order); to a temporary folder, then renamed."""
-    path = os.path.join(run.args.output_dir, f"checkpoint-{step}")
-    tmp, rngs, model = path + ".tmp", [rng_state()], unwrap(run.train_model)
-    if run.rank == 0:
-        shutil.rmtree(tmp, ignore_errors=True)
-    if run.world > 1:  # also orders the removal before every rank's writes
-        rngs = [None] * run.world
-        dist.all_gather_object(rngs, rng_state())
-    state = {"model": dcp.get_model_state_dict(model), "optimizer": dcp.get_optimizer_state_dict(model, run.optimizer)}
-    dist_cp.save(state, storage_writer=dist_cp.FileSystemWriter(os.path.join(tmp, CHECKPOINT_STATE),
-                                                                single_file_per_rank=False))
-    if run.rank == 0:  # dist_cp.save returns on rank 0 once every rank's files and the metadata are written
-        model.config.save_pretrained(tmp)
-        if model.generation_config is not None:
-            model.generation_config.save_pretrained(tmp)
-        save_folder_files(run, tmp)
-        torch.save({"step": step, "rng": rngs, "world_size": run.world, "args": dataclasses.asdict(run.args)},
-                   os.path.join(tmp, "trainer_state.pt"))
-        shutil.rmtree(path, ignore_errors=True)
-        os.replace(tmp, path)
-        for old in checkpoints(run.args.output_dir)[:-run.args.keep_checkpoints]:
-            shutil.rmtree(old)
-    if run.world > 1:
-        dist.barrier()
-
-
-def load_checkpoint_state(path, model, optimizer=None, no_dist=True):
-    """From a checkpoint: the whole `model` before sharding (every process reads every weight), or given the
-    `optimizer`, AdamW's state after sharding (each process its own shards, for any process count)."""
-    key, state = ("model", dcp.get_model_state_dict(model)) if optimizer is None else (
-        "optimizer", dcp.get_optimizer_state_dict(model, optimizer))
-    dist_cp.load({key: state}, checkpoint_id=os.path.join(path, CHECKPOINT_STATE), no_dist=no_dist)
-    if optimizer is None:
-        dcp.set_model_state_dict(model, state)
-    else:
-        dcp.set_optimizer_state_dict(model, optimizer, state)
-
-
-def main(args):
-    train(prepare(args))
-
-
 def prepare(args):
     """A run ready for its first step, the one boot path (delta.py, eval.py's sampler settings aside, the benches):
     every check of the arguments, the data and the resume before any work (an ArgumentError says what to change);
@@ -1097,11 +983,13 @@ def prepare(args):
             raise ArgumentError(f"{args.dataset}: the tiny default model is warm-started on worked solutions, a "
                                 "'solution' column this dataset lacks: pass --model (a pretrained model, e.g. "
                                 "HuggingFaceTB/SmolLM2-135M-Instruct), which needs no warm start")
-        ckpts = checkpoints(args.output_dir) if args.resume else []
+        ckpts = checkpoints().found(args.output_dir) if args.resume else []
         source = ckpts[-1] if ckpts else args.model  # the newest checkpoint, a hub id or path, or the tiny default
-        tok = load_tokenizer(source) if source else tasks().tiny_tokenizer()
+        tok = checkpoints().load_tokenizer(source) if source else tasks().tiny_tokenizer()
         train_rows, eval_rows = fit_prompts(args, tok, train_rows, eval_rows)
-        state = check_resume(args, ckpts, world)
+        state, problem = checkpoints().resume_state(args, ckpts, world)  # the newest checkpoint's state, or None
+        if problem:
+            raise ArgumentError(problem)
         os.makedirs(args.output_dir, exist_ok=True)
         log, close_log = metrics_logger(args, rank, state["step"] if state else None)
     except ArgumentError:
@@ -1122,9 +1010,9 @@ def prepare(args):
             tasks().build_tiny(source, args.seed)
         if world > 1:
             dist.barrier()
-    model, tok = load_model(source, device, meta=world > 1)  # several processes: the weights are read once
+    model, tok = checkpoints().load_model(source, device, meta=world > 1)  # dropout off; read once a node
     if args.gradient_checkpointing:
-        enable_checkpointing(model)
+        checkpoints().enable_checkpointing(model)
     run = make_run(args, model, tok, source, rank, world, device, train_rows, eval_rows)
     run.log, run.close_log, run.step, run.resumed = log, close_log, state["step"] if state else 0, bool(state)
     restore_or_seed(run, state, ckpts[-1] if state else None)
@@ -1132,27 +1020,14 @@ def prepare(args):
 
 
 def restore_or_seed(run, state, checkpoint):
-    """--resume: AdamW's state resharded onto this run's processes and every rank's generators (the same process
-    count resumes exactly). A new run: seeded generators, args.json and held_out.jsonl, the tiny default warmed up."""
-    a, rank = run.args, run.rank
+    """--resume: the checkpoint's AdamW state and generators (checkpoints.restore). A new run: seeded generators,
+    args.json and held_out.jsonl written, the tiny default warmed up."""
     if state:
-        load_checkpoint_state(checkpoint, unwrap(run.train_model), run.optimizer, no_dist=run.world == 1)
-        if state["world_size"] == run.world:
-            rng_state(state["rng"][rank])
-        else:  # other processes draw other samples: fresh generators per rank, seeded by the step
-            torch.manual_seed(seed := (a.seed + 1) * 1_000_003 + run.step * 101 + rank)
-            random.seed(seed)
-        return
-    torch.manual_seed(a.seed + rank)  # sampling differs per rank
-    random.seed(a.seed + rank)
-    if rank == 0:
-        with open(os.path.join(a.output_dir, "args.json"), "w") as f:
-            json.dump(dataclasses.asdict(a), f, indent=1)
-        with open(os.path.join(a.output_dir, "held_out.jsonl"), "w") as f:  # eval.py --data grades them so
-            f.writelines(json.dumps({"question": r["question"], "answer": r["answer"], "reward": a.reward,
-                                     "answer_format": a.answer_format, "instruction": a.instruction}) + "\n"
-                         for r in run.eval_rows)
-    if not a.model:  # the tiny default learns the answer format from worked solutions first
+        return checkpoints().restore(run, state, checkpoint)
+    torch.manual_seed(run.args.seed + run.rank)  # sampling differs per rank
+    random.seed(run.args.seed + run.rank)
+    checkpoints().save_run_files(run)
+    if not run.args.model:  # the tiny default learns the answer format from worked solutions first
         tasks().warm_start(run, run.log, sys.modules[__name__])
 
 
@@ -1162,7 +1037,7 @@ def train(run):
     a, step = run.args, run.step
     total_steps = 0 if a.warm_start_only else a.max_steps or a.epochs * (len(run.train_rows) // a.prompts_per_step)
     if a.warm_start_only:
-        save_model(run, os.path.join(a.output_dir, "final"))
+        checkpoints().save_model(run, os.path.join(a.output_dir, "final"))
     elif not run.resumed:
         run.log(dict(step=0, **evaluation(run, 0)))
     stop = []
@@ -1180,7 +1055,7 @@ def train(run):
         bar.set_postfix(acc=f"{m['reward/acc']:.2f}", eval=f"{m.get('eval/accuracy', float('nan')):.3f}")
         stopped = reduce(run, torch.tensor([float(len(stop))], device=run.device)).item() > 0
         if stopped or (a.save_every and step % a.save_every == 0):
-            save_checkpoint(run, step)
+            checkpoints().save(run, step)
         if stopped:
             if run.rank == 0:
                 print(f"\ninterrupted: checkpoint at step {step} in {a.output_dir}; continue with --resume",
@@ -1188,9 +1063,9 @@ def train(run):
             break
     bar.close()
     if step == total_steps > 0:
-        save_model(run, os.path.join(a.output_dir, "final"))
+        checkpoints().save_model(run, os.path.join(a.output_dir, "final"))
         if a.save_every == 0 or step % a.save_every:
-            save_checkpoint(run, step)
+            checkpoints().save(run, step)
     close(run)
 
 
@@ -1213,20 +1088,22 @@ def make_run(args, model, tok, source, rank=0, world=1, device=torch.device("cpu
     """What a step reads: arguments, model and wrapper, optimizer (built after sharding), engines, data. A run made
     without resolve_defaults (the tests, the benches) reads --reward auto and --answer_format auto as it would."""
     kind = "code" if train_rows and isinstance(train_rows[0]["answer"], dict) else "math"  # rows with test specs
+    if model_problem(model.config):  # the sliced LM head cannot train this family
+        raise ArgumentError(f"{source}: {model_problem(model.config)}")
     bf16 = bf16_compute(args, device)
     sharding = engines().FSDP2(world, device, bf16, Accelerator(device)) if args.fsdp else DDP(world, device, bf16)
     counts = engines().param_counts(model) if sharding.accel.gpu or args.offload_features else None  # before wrap
     meta = next(model.parameters()).is_meta  # load_model(meta=True): the weights are read once, here
     if meta and not sharding.sharded:  # DDP wraps whole tensors (and broadcasts rank 0's again)
-        load_weights(model, source, device, rank)
+        checkpoints().load_weights(model, source, device, rank)
     train_model = sharding.wrap(model, args)
     if meta and sharding.sharded:  # FSDP2 shards the meta tensors: each rank makes and fills its shards only
-        load_weights(model, source, device, rank)
+        checkpoints().load_weights(model, source, device, rank)
     run = types.SimpleNamespace(args=args, algo=ALGOS[args.algo], rank=rank, world=world, device=device, tok=tok,
                                 accel=sharding.accel, model=model, train_model=train_model, sharding=sharding,
                                 group=sharding.group, train_rows=train_rows, eval_rows=eval_rows, reward_stats={},
-                                reward=kind if args.reward == "auto" else args.reward,  # "auto": outside prepare
-                                answer_format=prompt_settings(args.answer_format, "", (), kind)[0],  # (the tests)
+                                reward=kind if args.reward == "auto" else args.reward,  # "auto" (tests, benches)
+                                answer_format=rewards().prompt_settings(args.answer_format, "", (), kind)[0],
                                 reward_seconds=0.0, router_coef=router_loss_coef(model.config), param_counts=counts,
                                 source=source, hooks=[engines().dump_rollout] if args.dump_rollouts_every else [])
     run.optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=args.weight_decay)
@@ -1235,97 +1112,12 @@ def make_run(args, model, tok, source, rank=0, world=1, device=torch.device("cpu
     return run
 
 
-def load_model(name_or_path, device, dtype=torch.float32, meta=False):
-    """Model and tokenizer through from_pretrained, in eval mode with every dropout off: the ratio pi / pi_old
-    compares two passes of one deterministic network (the update switches to training mode for checkpointing).
-    meta (several processes): built from the config with its parameters on the meta device (no memory) and its
-    buffers computed; make_run makes the tensors and loads the weights once sharded (load_weights)."""
-    straight = device.type == "cuda" and importlib.util.find_spec("accelerate")  # onto the GPU, no host copy per rank
-    checkpoint = os.path.isdir(os.path.join(name_or_path, CHECKPOINT_STATE))  # delta.py's: config, then its weights
-    if meta or checkpoint:
-        config = transformers.AutoConfig.from_pretrained(name_or_path)
-        with parameters_on_meta() if meta else torch.device(device):
-            model = AutoModelForCausalLM.from_config(config, dtype=dtype)
-        with contextlib.suppress(OSError):  # the folder's own, as from_pretrained reads it (Qwen's lists two eos)
-            model.generation_config = GenerationConfig.from_pretrained(name_or_path)
-        if not meta:  # every weight from torch.distributed.checkpoint's files
-            load_checkpoint_state(name_or_path, model)
-    else:
-        model = AutoModelForCausalLM.from_pretrained(name_or_path, dtype=dtype, device_map=device if straight else None)
-    if not meta:
-        model = model.to(device)
-    if model_problem(model.config):
-        raise ArgumentError(f"{name_or_path}: {model_problem(model.config)}")
-    for m in model.modules():
-        if isinstance(m, torch.nn.Dropout):
-            m.p = 0.0
-        if isinstance(getattr(m, "attention_dropout", None), float):
-            m.attention_dropout = 0.0
-    return model.eval(), load_tokenizer(name_or_path)
-
-
-@contextlib.contextmanager
-def parameters_on_meta():
-    """Modules built inside keep their parameters on the meta device and their buffers real: the non-persistent
-    ones (rotary frequencies) are computed from the config and in no file (accelerate's init_empty_weights)."""
-    register = torch.nn.Module.register_parameter
-
-    def on_meta(module, name, param):
-        register(module, name, param)
-        if param is not None and not param.is_meta:  # a meta one is kept as it is: tied weights stay one object
-            module._parameters[name] = torch.nn.Parameter(param.to("meta"), requires_grad=param.requires_grad)
-    torch.nn.Module.register_parameter = on_meta
-    try:
-        yield
-    finally:
-        torch.nn.Module.register_parameter = register
-
-
-
-def load_weights(model, source, device, rank):
-    """The tensors of a model built on the meta device made on `device` (after fully_shard: this rank's shards
-    only) and filled: from delta.py's checkpoint each rank reads its own shards; otherwise rank 0 alone reads
-    `source` into host memory and broadcasts it tensor by tensor, so a node holds one copy of the weights, not one
-    a rank (torch's set_model_state_dict, broadcast_from_rank0). The buffers computed at build time are kept."""
-    buffers, tied = {name: b.detach().clone() for name, b in model.named_buffers()}, collections.defaultdict(list)
-    for name, p in model.named_parameters(remove_duplicate=False):
-        tied[id(p)].append(name)
-    model.to_empty(device=device)  # on a plain module it gives tied names a tensor each: tied again below
-    for first, *rest in tied.values():
-        for name in rest:
-            owner, _, attr = name.rpartition(".")
-            if model.get_parameter(name) is not model.get_parameter(first):
-                setattr(model.get_submodule(owner), attr, model.get_parameter(first))
-    with torch.no_grad():
-        for name, b in model.named_buffers():
-            b.copy_(buffers[name])
-    if os.path.isdir(os.path.join(source, CHECKPOINT_STATE)):
-        load_checkpoint_state(source, model, no_dist=False)
-        return
-    dtype = next(model.parameters()).dtype
-    full = AutoModelForCausalLM.from_pretrained(source, dtype=dtype).state_dict() if rank == 0 else {}
-    dcp.set_model_state_dict(model, full, options=dcp.StateDictOptions(full_state_dict=True,
-                                                                        broadcast_from_rank0=True))
-
-
 def model_problem(config):
     """What stops a model family from training here (None: nothing)."""
     if getattr(config, "final_logit_softcapping", None):
         return ("logit soft-capping (Gemma-2 and kin) is not supported: the LM head runs in slices that return "
                 "log-probabilities, and the cap would have to act on the logits between them")
     return None
-
-
-def load_tokenizer(name_or_path):
-    """Left padding; pad = eos where the tokenizer has no pad token."""
-    tok = AutoTokenizer.from_pretrained(name_or_path, padding_side="left")
-    tok.pad_token = tok.pad_token or tok.eos_token
-    return tok
-
-
-def enable_checkpointing(model):  # non-reentrant, which works under DDP and FSDP (renamed in transformers 5)
-    enable = getattr(model, "activation_checkpointing_enable", None) or model.gradient_checkpointing_enable
-    enable({"use_reentrant": False})
 
 
 def load_task(args):
@@ -1356,29 +1148,18 @@ def load_rows(source, split, args):
 
 
 def metrics_logger(args, rank, resumed_step=None):
-    """metrics.jsonl on rank 0 (on resume, rows after the checkpoint dropped), also to TensorBoard or W&B."""
-    path, sink = os.path.join(args.output_dir, "metrics.jsonl"), None
+    """(log, close): metrics.jsonl on rank 0 (checkpoints.metrics_log), also to TensorBoard or W&B."""
+    sink = None
     if args.report_to != "none":  # engines.metrics_sink imports the package on every rank, before any work
         try:
             sink = engines().metrics_sink(args, dataclasses.asdict(args), rank)
         except ImportError:
             raise ArgumentError(f"--report_to {args.report_to} needs the {args.report_to} package: pip install "
                                 f"{args.report_to} (W&B offline: WANDB_MODE=offline)") from None
-    if rank == 0:
-        kept = open(path).readlines() if resumed_step is not None and os.path.exists(path) else []
-        with open(path, "w") as f:
-            f.writelines(line for line in kept if json.loads(line)["step"] <= resumed_step)
-
-    def log(row):
-        if rank == 0:
-            with open(path, "a") as f:
-                f.write(json.dumps(row) + "\n")
-            if sink:
-                sink.log({k: v for k, v in row.items() if k != "step" and isinstance(v, (int, float))}, row["step"])
-    return log, sink.close if sink else lambda: None
+    return checkpoints().metrics_log(args.output_dir, rank, resumed_step, sink), sink.close if sink else lambda: None
 
 
-# ======== 7. The arguments, each with a one-line help, and their checks before any work ==============================
+# ======== 7. The arguments, each with a one-line help, and their checks before any work ===============================
 def arg(default, help):
     return field(default=default, metadata={"help": help})
 
@@ -1554,38 +1335,17 @@ def resolve_defaults(args, kind=None, rows=()):
                             f"{'test specs' if kind == 'code' else 'answers, no test specs'}): use --reward auto")
     args.reward = kind
     embedded = not args.dataset  # the embedded tasks' responses learned their format in the warm start: no request
-    args.answer_format, args.instruction = prompt_settings(args.answer_format, args.instruction, () if embedded else
-                                                           rows, kind, {"instruction": ""} if embedded else None)
+    rows, trained = ((), {"instruction": ""}) if embedded else (rows, None)
+    try:  # rewards.prompt_settings: the one rule for "auto"
+        args.answer_format, args.instruction = rewards().prompt_settings(args.answer_format, args.instruction, rows,
+                                                                         kind, trained)
+    except rewards().DataError as e:
+        raise ArgumentError(str(e)) from None
     if not args.model:  # the tiny default's warm start
         args.sft_target_acc = args.sft_target_acc or tasks().TASKS[args.task]["sft_target"]
     elif args.lr == Args.lr and int(os.environ.get("RANK", "0")) == 0:  # the tiny default's rate on a real model
         print(f"--lr {args.lr:g}, the tiny default's: the paper trains 8B and 14B models at 1e-6 (recipes/), the "
               "SmolLM2 recipe 135M at 1e-5; give --lr to choose", file=sys.stderr)
-
-
-def prompt_settings(answer_format, instruction, rows, kind="math", trained=None):
-    """The one rule for "auto" (delta.py's --answer_format and --instruction, eval.py's): the format given, else the
-    one the model or the rows were trained with (`trained`: a model folder's PROMPT_FILE, a run's held-out rows),
-    else what most prompts ask for, else the box; the instruction given, else the trained one, else the format's
-    request unless the prompts ask themselves (code prompts carry theirs). -> (answer_format, instruction)"""
-    trained, questions = trained or {}, [r["question"] for r in rows] if kind == "math" else []
-    asked = collections.Counter(rewards().asked_format(q) for q in questions)
-    asked = max(asked, key=asked.get) if asked else None  # what most prompts ask for themselves, if anything
-    other = collections.Counter(rewards().asked_format(q, graded=False) for q in questions)
-    other.pop(None, None)
-    if other and not asked and not trained and "auto" in (answer_format, instruction):
-        formats = " | ".join(rewards().ANSWER_FORMATS)
-        raise ArgumentError(f"{sum(other.values())} of {len(rows)} prompts ask for {max(other, key=other.get)}, an "
-                            f"answer format no rule here grades: give --answer_format ({formats}) and --instruction "
-                            "(the text that asks for it; '' to leave the prompts as they are)")
-    if answer_format == "auto":
-        answer_format = trained.get("answer_format") or asked or "boxed"
-    elif asked and asked != answer_format:
-        warnings.warn(f"the prompts ask for {asked} answers, graded as --answer_format {answer_format}")
-    if instruction == "auto":
-        ask = kind == "math" and not asked
-        instruction = trained.get("instruction", rewards().ANSWER_FORMATS[answer_format] if ask else "")
-    return answer_format, instruction
 
 
 def fit_prompts(args, tok, train_rows, eval_rows):
@@ -1608,35 +1368,6 @@ def fit_prompts(args, tok, train_rows, eval_rows):
     return kept
 
 
-RESUME_FIXED = ("algo", "task", "dataset", "dataset_split", "prompt_key", "answer_key", "code_schema",
-                "eval_dataset", "eval_size", "instruction", "answer_format", "seed", "prompts_per_step", "group_size",
-                "mini_batch_prompts", "max_prompt_length", "max_new_tokens", "temperature", "K", "lam_min", "lam_max",
-                "delta_margin", "delta_gamma", "delta_assign", "delta_normalise")
-
-
-def check_resume(args, ckpts, world):
-    """The newest checkpoint's state when resuming (same data order and method); never overwrite without it."""
-    if not args.resume:
-        if checkpoints(args.output_dir):
-            raise ArgumentError(f"{args.output_dir} holds checkpoints of an earlier run: pass --resume to continue "
-                                "it, or choose another --output_dir")
-        return None
-    if not ckpts:
-        raise ArgumentError(f"--resume: no checkpoint in {args.output_dir}")
-    state = torch.load(os.path.join(ckpts[-1], "trainer_state.pt"), weights_only=False)
-    if state["world_size"] != world:
-        print(f"{ckpts[-1]} was written by {state['world_size']} processes, resumed on {world}: weights and AdamW "
-              "state resharded, the sampling generators seeded afresh (the same count resumes exactly)",
-              file=sys.stderr)
-    saved = state["args"]
-    changed = [f"--{k} {saved[k]!r} (now {getattr(args, k)!r})" for k in RESUME_FIXED
-               if saved.get(k) != getattr(args, k)]
-    if changed:
-        raise ArgumentError(f"--resume: {ckpts[-1]} was trained with " + ", ".join(changed) +
-                            "; the data order and the method depend on them: pass the same values")
-    return state
-
-
 def parse_args(argv=None) -> Args:
     """Command-line flags, after an optional .json / .yaml file of them (a recipe: recipes/*.yaml) that they
     override: `delta.py recipes/qwen3-8b-deepmath.yaml --output_dir runs/x`."""
@@ -1656,6 +1387,6 @@ def parse_args(argv=None) -> Args:
 
 if __name__ == "__main__":
     try:
-        main(parse_args())
+        train(prepare(parse_args()))
     except ArgumentError as e:
         sys.exit(f"delta.py: error: {e}")

@@ -2,6 +2,7 @@
 optional packages' integrations.
 
     FSDP2           --fsdp: parameters, gradients and optimizer state sharded over the processes
+    gpu_memory, release, pinned  a GPU's free memory, its cache given back, page-locked host blocks (the device seam's)
     gpu_margin      what a GPU holds beyond the trainer's tensors and vLLM's share, item by item
     feature_buffer  where DelTA's features go: the GPU, or host memory (--offload_features, or when the GPU is short)
     VLLMSampler     --vllm: rollouts and evaluations sampled by a colocated vLLM engine (vllm_problem: its checks)
@@ -17,9 +18,11 @@ dicts (FSDP2 and delta.py's DDP give the same full, name-keyed state dicts, whic
 sampler turns prompt token ids into response token ids (and their log-probs).
 """
 import contextlib
+import gc
 import os
 import random
 import sys
+import weakref
 
 import torch
 
@@ -80,6 +83,32 @@ class FSDP2:
 
 GiB = 1 << 30
 KEPT_FREE = 5 * GiB  # a GPU's memory no item books, kept free at the peak (80 GB cards: the peak stays <= 75 GiB)
+
+
+def gpu_memory(accel):
+    """(free, total) bytes the GPU behind `accel` (delta.Accelerator, the device seam) can still give: free, plus what
+    torch's allocator caches unused; None off a GPU; in the seam's test mode, its free GiB of 80."""
+    if accel.cuda:
+        free, total = torch.cuda.mem_get_info(accel.device)
+        return free + torch.cuda.memory_reserved(accel.device) - torch.cuda.memory_allocated(accel.device), total
+    return None if accel.pretend is None else (accel.pretend, 80 << 30)
+
+
+def release(accel):
+    """What torch's allocator caches goes back to the GPU (before vLLM measures the free memory)."""
+    gc.collect()
+    if accel.cuda:
+        torch.cuda.empty_cache()
+
+
+def pinned(accel, t):
+    """t (host memory) page-locked on a GPU for asynchronous copies, registered as it is (torch's pinned allocator
+    would round it up to a power of two and cache it: torch/cuda/_pin_memory_utils.py), unregistered when freed."""
+    if accel.cuda and t.numel():
+        from torch.cuda import _pin_memory_utils as pins
+        pins.pin_memory(t.data_ptr(), t.numel() * t.element_size())
+        weakref.finalize(t.untyped_storage(), pins.unpin_memory, t.data_ptr())
+    return t
 
 
 def gpu_margin(world):
@@ -180,7 +209,7 @@ def feature_buffer(run, n, H, dtype):
     (score_margin) and KEPT_FREE, else in host memory, as --offload_features asks always (responses grow during
     training: a run falls back by itself, and says so once). The host buffer is one exact-size block, kept and
     grown to a step's need; Sec. 3.2 streams it in chunks either way."""
-    a, nbytes, memory = run.args, n * H * dtype.itemsize, run.accel.memory()
+    a, nbytes, memory = run.args, n * H * dtype.itemsize, gpu_memory(run.accel)
     free = memory[0] if memory else None
     host = a.offload_features or (free is not None and nbytes > free - score_margin(run) - KEPT_FREE)
     if not host:
@@ -193,7 +222,7 @@ def feature_buffer(run, n, H, dtype):
     held = getattr(run, "host_features", None)
     if held is None or held.numel() < n * H or held.dtype != dtype:
         run.host_features = held = None  # the smaller block goes back before the larger one is taken
-        run.host_features = held = run.accel.pin(torch.empty(n * H, dtype=dtype))  # exact size
+        run.host_features = held = pinned(run.accel, torch.empty(n * H, dtype=dtype))  # exact size
     return held[:n * H].view(n, H)
 
 
@@ -243,13 +272,13 @@ class Parking:
         for st in storages(self.tensors()):
             host = self.host.get(st._cdata)
             if host is None or host.numel() != st.nbytes():
-                host = self.host[st._cdata] = self.accel.pin(torch.empty(st.nbytes(), dtype=torch.uint8))
+                host = self.host[st._cdata] = pinned(self.accel, torch.empty(st.nbytes(), dtype=torch.uint8))
             host.copy_(as_bytes(st), non_blocking=True)
             self.parked.append((st, st.nbytes(), host))
         self.accel.synchronize()  # the copies are complete before the memory is given back
         for st, _, _ in self.parked:
             st.resize_(0)
-        self.accel.release()
+        release(self.accel)
 
     @torch.no_grad()
     def restore(self):
@@ -298,8 +327,8 @@ class VLLMSampler:
         if self.parking is not None:
             self.parking.park()  # vLLM sizes itself with the trainer's state in host memory
         if gpu:
-            accel.release()  # vLLM sizes itself by the free memory: the trainer's cache goes back first
-            self.total = accel.memory()[1]
+            release(accel)  # vLLM sizes itself by the free memory: the trainer's cache goes back first
+            self.total = gpu_memory(accel)[1]
             self.share = args.vllm_gpu_memory or vllm_memory_share(self.total, n, sharding.world, sharding.sharded,
                                                                    self.parking is not None)
             kwargs.update(gpu_memory_utilization=self.share, enable_sleep_mode=True,  # TRL: the profiler's default
@@ -317,10 +346,10 @@ class VLLMSampler:
                   file=sys.stderr)
         self.sleeps = model is not None and gpu
         if self.sleeps:  # what a wake takes back: all that the sleep frees; the weights' part is their bf16 size
-            awake = accel.memory()[0]
+            awake = gpu_memory(accel)[0]
             self.engine.sleep(level=2)
-            accel.release()
-            freed = accel.memory()[0] - awake
+            release(accel)
+            freed = gpu_memory(accel)[0] - awake
             self.wake_bytes = {"weights": min(freed, n * self.dtype.itemsize)}
             self.wake_bytes["kv_cache"] = freed - self.wake_bytes["weights"]
         if self.parking is not None:
@@ -329,13 +358,14 @@ class VLLMSampler:
     def wake(self, tag):
         """vLLM's wake_up(tags=[tag]), once the GPU is seen to have the memory it takes back (a wake that does not fit
         fails inside vLLM's allocator, maybe hours into a run): else a clear error naming the flag to change."""
-        self.accel.release()  # what vLLM's wake_up does first (vllm/device_allocator/cumem.py, wake_up)
-        free, need = self.accel.memory()[0], self.wake_bytes[tag]
+        release(self.accel)  # what vLLM's wake_up does first (vllm/device_allocator/cumem.py, wake_up)
+        free, need = gpu_memory(self.accel)[0], self.wake_bytes[tag]
         if free < need:
             lower = max(0.05, self.share - (need - free) / self.total - 0.02)
+            held = torch.cuda.memory_reserved(self.accel.device) if self.accel.cuda else 0
             raise RuntimeError(
                 f"vLLM's {tag} need {need / GiB:.1f} GiB to wake, but the GPU has {free / GiB:.1f} GiB free (the "
-                f"trainer holds {self.accel.reserved() / GiB:.1f} GiB): lower --vllm_gpu_memory "
+                f"trainer holds {held / GiB:.1f} GiB): lower --vllm_gpu_memory "
                 f"(now {self.share:.2f}; {lower:.2f} fits this step), or free the trainer's memory while vLLM is "
                 "awake with --vllm_offload_trainer")
         self.engine.wake_up(tags=[tag])

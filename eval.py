@@ -26,9 +26,10 @@ from dataclasses import asdict, dataclass, field
 import torch
 import torch.distributed as dist
 
+import checkpoints
 import delta
 import rewards
-from rewards import CODE_SCHEMAS, CodeSpecError, code_prompt, code_specs, lcb_in_window, lcb_release_files
+from rewards import CODE_SCHEMAS, code_prompt, code_specs, lcb_in_window, lcb_release_files
 
 # name -> where it lives on the hub and how to read it (columns, kind of verifier)
 BENCHMARKS = {
@@ -450,7 +451,7 @@ def prompt_text(tok, row, kind, name, args, instruction):
 
 def trained_prompt(model):
     """The prompt settings a delta.py model folder was trained with ({} for any other model)."""
-    path = os.path.join(model, delta.PROMPT_FILE)
+    path = os.path.join(model, checkpoints.PROMPT_FILE)
     return json.load(open(path)) if os.path.isfile(path) else {}
 
 
@@ -596,14 +597,14 @@ def main(args: EvalArgs):
                                   f"{args.lcb_start or '...'} to {args.lcb_end or '...'})")
     bf16 = delta.bf16_compute(args, device)
     if args.vllm:  # vLLM samples from the model folder; no second copy of the weights on the GPU
-        model, tok = None, delta.load_tokenizer(args.model)
+        model, tok = None, checkpoints.load_tokenizer(args.model)
     else:
-        model, tok = delta.load_model(args.model, device, torch.bfloat16 if bf16 else torch.float32)
+        model, tok = checkpoints.load_model(args.model, device, torch.bfloat16 if bf16 else torch.float32)
         model.eval()
     math_rows = [r for _, rows, k in suites if k == "math" for r in rows]
     own = {"answer_format": math_rows[0]["answer_format"]} if math_rows and "answer_format" in math_rows[0] else {}
-    fmt, instruction = delta.prompt_settings(args.answer_format, args.instruction, math_rows, "math",
-                                             dict(trained_prompt(args.model), **own))  # delta.py's rule for "auto"
+    fmt, instruction = rewards.prompt_settings(args.answer_format, args.instruction, math_rows, "math",
+                                               dict(trained_prompt(args.model), **own))  # the one rule for "auto"
     longest = max(len(delta.encode_prompt(tok, prompt_text(tok, r, k, n, args, instruction)))
                   for n, rows, k in suites for r in rows)
     if args.max_prompt_length and args.max_prompt_length < longest:
@@ -642,5 +643,5 @@ if __name__ == "__main__":
 
     try:
         main(HfArgumentParser(EvalArgs).parse_args_into_dataclasses()[0])
-    except (delta.ArgumentError, CodeSpecError) as e:
+    except (delta.ArgumentError, rewards.DataError) as e:  # CodeSpecError is a DataError
         sys.exit(f"eval.py: error: {e}")

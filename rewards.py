@@ -40,6 +40,7 @@ what it guarantees and the test behind each line); the expected outputs stay her
 """
 import atexit
 import base64
+import collections
 import contextlib
 import datetime
 import functools
@@ -176,6 +177,31 @@ def asked_format(prompt, graded=True):
     graded=False, the name of a format it asks for that no rule of ANSWER_FORMATS reads (`<answer>` tags), or None."""
     text = prompt if isinstance(prompt, str) else " ".join(str(m.get("content", "")) for m in prompt)
     return next((fmt for fmt, pattern in (_ASKS if graded else _UNGRADED).items() if pattern.search(text)), None)
+
+
+def prompt_settings(answer_format, instruction, rows, kind="math", trained=None):
+    """The one rule for "auto" (delta.py's --answer_format and --instruction, eval.py's): the format given, else the
+    one the model or the rows were trained with (`trained`: a model folder's delta_prompt.json, a run's held-out
+    rows), else what most prompts ask for, else the box; the instruction given, else the trained one, else the format's
+    request unless the prompts ask themselves (code prompts carry theirs). -> (answer_format, instruction)"""
+    trained, questions = trained or {}, [r["question"] for r in rows] if kind == "math" else []
+    asked = collections.Counter(asked_format(q) for q in questions)
+    asked = max(asked, key=asked.get) if asked else None  # what most prompts ask for themselves, if anything
+    other = collections.Counter(asked_format(q, graded=False) for q in questions)
+    other.pop(None, None)
+    if other and not asked and not trained and "auto" in (answer_format, instruction):
+        formats = " | ".join(ANSWER_FORMATS)
+        raise DataError(f"{sum(other.values())} of {len(rows)} prompts ask for {max(other, key=other.get)}, an "
+                        f"answer format no rule here grades: give --answer_format ({formats}) and --instruction "
+                        "(the text that asks for it; '' to leave the prompts as they are)")
+    if answer_format == "auto":
+        answer_format = trained.get("answer_format") or asked or "boxed"
+    elif asked and asked != answer_format:
+        warnings.warn(f"the prompts ask for {asked} answers, graded as --answer_format {answer_format}")
+    if instruction == "auto":
+        ask = kind == "math" and not asked
+        instruction = trained.get("instruction", ANSWER_FORMATS[answer_format] if ask else "")
+    return answer_format, instruction
 
 
 def _after_think(response):

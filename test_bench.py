@@ -14,6 +14,7 @@ import zlib
 import pytest
 import torch
 
+import checkpoints
 import delta
 import engines
 import tasks
@@ -291,7 +292,7 @@ def test_kv_cache_is_booked_as_the_installed_transformers_makes_it_vllm_venv_too
     from transformers import GenerationConfig
 
     cfg = json.load(open(os.path.join(tiny, "config.json")))
-    model = delta.load_model(tiny, torch.device("cpu"))[0]
+    model = checkpoints.load_model(tiny, torch.device("cpu"))[0]
     P, new, rows = 9, 15, 3
     ids = torch.full((rows, P), 7)
     with torch.autocast("cpu", torch.bfloat16):
@@ -330,7 +331,7 @@ def test_memory_py_reads_every_backbones_config(backbones):
     sys.path.insert(0, os.path.join(ROOT, "bench"))
     import memory
     for family, path in backbones.items():
-        cfg, model = memory.read_config(path), delta.load_model(path, torch.device("cpu"))[0]
+        cfg, model = memory.read_config(path), checkpoints.load_model(path, torch.device("cpu"))[0]
         assert memory.parameters(cfg)["total"] == sum(p.numel() for p in model.parameters()), family
         phases, _ = memory.estimate(cfg, Args(), 2, True, "packed", 32)
         assert all(v > 0 for v in memory.peaks(phases).values()), family
@@ -444,7 +445,7 @@ def test_token_categories_of_real_text():
 
 
 def test_deciding_tokens_are_the_step_results_and_the_answer(tiny):
-    _, tok = delta.load_model(tiny, torch.device("cpu"))
+    _, tok = checkpoints.load_model(tiny, torch.device("cpu"))
     text = "3+5=8 qzt mow, 8+9=18 abc def. \\boxed{18}"
     batch = pack(tok, ["Q: 3+5+9=?"], [text], "cpu")
     got = oracle.deciding_tokens(tok, batch)[0]
@@ -569,7 +570,8 @@ def test_direction_dots_and_norms_are_torchs_on_an_autograd_gradient(tiny):
 
 def test_direction_of_a_batch_against_itself_has_cosine_one(tiny):
     """E = the batch itself: cosine 1 in both views, gain and margin per unit step |g|, E's split-part signal share 1,
-    a paired difference of 0 from an identical arm; and the t test's tail against known values."""
+    a paired difference of 0 from an identical arm, the lam subsets' ordering +2 for a direction and its opposite;
+    and the t test's tail against known values."""
     run, roll = direction_roll(tiny)
     params = direction.trainable(run.model)
     n = sum(p.numel() for p in params)
@@ -584,7 +586,10 @@ def test_direction_of_a_batch_against_itself_has_cosine_one(tiny):
         for algo in ("dapo", "delta"):
             direction.surrogate_grad(run, delta.ALGOS["dapo"], [roll], [None])
             lines.append(dict(kind="direction", batch=b, algo=algo, **direction.read_dots(params, v, d)))
+        flip = {k: [-x for x in lines[-1][k]] for k in ("dots", "pdots", "ppdots")}  # the opposite direction
+        lines += [dict(lines[-1], algo="lam_top"), dict(lines[-1], algo="lam_bottom", **flip)]
     f = direction.figures(lines)
+    assert f["ordering"][:2] == pytest.approx((2.0, 0.0), abs=1e-5)  # lam_top - lam_bottom: 1 - (-1)
     norm = float(v[0].double().norm())
     assert f["signal2"] == pytest.approx(f["gE2"], rel=1e-5)
     for view in ("raw", "AdamW"):
@@ -626,7 +631,7 @@ def test_direction_results_file_resumes_and_reports(tiny, tmp_path, monkeypatch)
     assert again["batches"] == [0, 1, 2]
     # E, as drawn (the first rollout of the first run): part 0's g and m by autograd, against the file's grams
     E, rows = json.loads(first[1]), drawn[0]
-    model, _ = delta.load_model(tiny, torch.device("cpu"))
+    model, _ = checkpoints.load_model(tiny, torch.device("cpu"))
     params, batch, r = direction.trainable(model), rows["batch"], rows["correct"].view(-1, 4)
     mask = batch["response_mask"]
     seq = (delta.response_logprobs(model, batch["input_ids"], batch["attention_mask"], mask.shape[1], 1.0)[0]

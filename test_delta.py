@@ -12,7 +12,9 @@ import sys
 import pytest
 import torch
 import torch.multiprocessing as mp
+import transformers
 
+import checkpoints
 import delta
 import engines
 import rewards
@@ -57,7 +59,7 @@ def test_overlong_penalty_is_dapos_soft_punishment():
 # ------------------------------------------------------------------------------------- Eq. D
 @pytest.mark.parametrize("temperature", [1.0, 0.7])
 def test_token_features_equal_autograd_gradient_of_lm_head_row(tiny, temperature):
-    model, tok = delta.load_model(tiny, torch.device("cpu"))
+    model, tok = checkpoints.load_model(tiny, torch.device("cpu"))
     batch = pack(tok, ["Question: 1+2=?", "Q: 35+41=?"], ["So 3.", "It is \\boxed{76}"], "cpu")
     R = batch["response_mask"].shape[1]
     logp, _, hidden = delta.response_logprobs(model, batch["input_ids"], batch["attention_mask"], R, temperature)
@@ -410,7 +412,7 @@ def test_scoring_logprobs_match_generate_logits_with_left_padding(tiny):
     """The training/scoring forward reproduces the sampler's distribution: same positions, logits / T."""
     from transformers import GenerationConfig
 
-    model, tok = delta.load_model(tiny, torch.device("cpu"))
+    model, tok = checkpoints.load_model(tiny, torch.device("cpu"))
     torch.manual_seed(0)
     prompts = ["Q: 1+1=?", "Question: 47+38=?\nAnswer: ", "x"]  # different lengths -> left padding
     enc = tok(prompts, return_tensors="pt", padding=True, add_special_tokens=False)
@@ -432,7 +434,7 @@ def test_scoring_logprobs_match_generate_logits_with_left_padding(tiny):
 @pytest.mark.parametrize("chunk", [1, 5, 4096])
 def test_sliced_lm_head_gives_the_full_logits_values_and_gradients(tiny, chunk):
     """The LM head on slices (checkpointed in training) equals the plain forward over [b, R, V] logits."""
-    model, tok = delta.load_model(tiny, torch.device("cpu"))
+    model, tok = checkpoints.load_model(tiny, torch.device("cpu"))
     batch = pack(tok, ["Q: 1+2=?", "Q: 35+41=?\nA: "], ["So 3.", "It is \\boxed{76}"], "cpu")
     ids, am, R = batch["input_ids"], batch["attention_mask"], batch["response_mask"].shape[1]
     logits = model(input_ids=ids, attention_mask=am.long(), position_ids=(am.long().cumsum(1) - 1).clamp(min=0),
@@ -452,7 +454,7 @@ def test_sliced_lm_head_gives_the_full_logits_values_and_gradients(tiny, chunk):
 
 
 def test_response_mask_stops_at_first_eos_even_though_pad_is_eos(tiny):
-    model, tok = delta.load_model(tiny, torch.device("cpu"))
+    model, tok = checkpoints.load_model(tiny, torch.device("cpu"))
     assert tok.pad_token_id == tok.eos_token_id
     torch.manual_seed(1)
     batch = hf_sample(model, tok, ["Q: 1+1=?"] * 16, max_new_tokens=20, temperature=1.0)
@@ -468,7 +470,7 @@ def test_response_mask_stops_at_first_eos_even_though_pad_is_eos(tiny):
 
 
 def test_generation_in_token_budgeted_calls_gives_the_same_greedy_responses(tiny):
-    model, tok = delta.load_model(tiny, torch.device("cpu"))
+    model, tok = checkpoints.load_model(tiny, torch.device("cpu"))
     prompts = [delta.prompt_text(tok, f"{a}+{a + 7}=?") for a in range(10, 30)] + ["Q: 5+5=?\nA: "]
     one = hf_sample(model, tok, prompts, 16, temperature=0.0, max_tokens=10**6)
     many = hf_sample(model, tok, prompts, 16, temperature=0.0, max_tokens=3 * 40)  # 3 sequences per call
@@ -625,7 +627,7 @@ def test_gradient_checkpointing_gives_the_same_update(tiny):
     for ckpt in (False, True):
         run, batch, adv, packed, plans = fixed_rollout(tiny)
         if ckpt:
-            delta.enable_checkpointing(run.model)
+            checkpoints.enable_checkpointing(run.model)
             assert getattr(run.model, "is_activation_checkpointing", None) or run.model.is_gradient_checkpointing
         run.model.train()
         train(run, batch, adv, None, plans)
@@ -855,7 +857,7 @@ def skip_runs(tiny, rank=0, world=1, engine="ddp", **changes):
     out = {}
     for algo in delta.ALGOS:
         for skip in (True, False):
-            model, tok = delta.load_model(tiny, torch.device("cpu"))
+            model, tok = checkpoints.load_model(tiny, torch.device("cpu"))
             args = Args(model=tiny, algo=algo, fsdp=engine == "fsdp", prompts_per_step=8, group_size=4,
                         mini_batch_prompts=4, max_new_tokens=12, max_prompt_length=32, lr=1e-2, precision="fp32",
                         max_tokens_per_micro_batch=60, skip_zero_advantage=skip, **changes)
@@ -915,7 +917,7 @@ def _uneven_skip_worker(rank, world, tmp, tiny):
     PLANTED[4:] = [[1] * 4, [0] * 4, [1, 0, 1, 0], [0, 0, 1, 1]]  # rank 1: every row has an advantage; rank 0: none
     delta.verify = planted_rewards
     try:
-        model, tok = delta.load_model(tiny, torch.device("cpu"))
+        model, tok = checkpoints.load_model(tiny, torch.device("cpu"))
         args = Args(model=tiny, prompts_per_step=8, group_size=4, mini_batch_prompts=4, max_new_tokens=12,
                     max_prompt_length=32, precision="fp32")
         delta.resolve_defaults(args)
@@ -1002,11 +1004,11 @@ def test_config_file_and_command_line_parse_to_the_same_args(tmp_path):
 
 # ------------------------------------------------------------------------------------- end to end
 def delta_py_alone(tmp_path):
-    """A folder holding delta.py, its verifier rewards.py and the offline default's tasks.py, and nothing else (no
-    engines.py), as users copy them."""
+    """A folder holding delta.py, its verifier rewards.py, its checkpoints.py and the offline default's tasks.py, and
+    nothing else (no engines.py), as users copy them."""
     folder = tmp_path / "alone"
     folder.mkdir()
-    for name in ("delta.py", "rewards.py", "tasks.py"):
+    for name in ("delta.py", "rewards.py", "checkpoints.py", "tasks.py"):
         shutil.copy(os.path.join(ROOT, name), folder)
     return str(folder)
 
@@ -1070,7 +1072,7 @@ def test_end_to_end_runs_changes_weights_and_resumes_exactly(tmp_path):
     held_out = [json.loads(line) for line in open(os.path.join(a, "held_out.jsonl"))]
     assert len(held_out) == 16 and set(held_out[0]) == {"question", "answer", "reward", "answer_format", "instruction"}
     for folder in ("final", "checkpoint-4"):  # the prompt settings travel with every model folder
-        assert json.load(open(os.path.join(a, folder, delta.PROMPT_FILE)))["instruction"] == ""
+        assert json.load(open(os.path.join(a, folder, checkpoints.PROMPT_FILE)))["instruction"] == ""
 
     # resume from step 2 in a copy: steps 3 and 4 must be identical to the uninterrupted run
     b = str(tmp_path / "b")
@@ -1130,16 +1132,16 @@ def test_torchrun_two_processes_end_to_end_and_resume(tmp_path, engine):
     assert all(torch.equal(final[k], final_b[k]) for k in final)
     # sharded: each rank wrote its own tensors (torch.distributed.checkpoint), none gathered the whole state
     ckpt = os.path.join(out, "checkpoint-1")
-    files = os.listdir(os.path.join(ckpt, delta.CHECKPOINT_STATE))
+    files = os.listdir(os.path.join(ckpt, checkpoints.STATE))
     assert {f.split("_")[2] for f in files if f.endswith(".distcp")} == {"0", "1"}
     assert not any(f.endswith((".safetensors", "optimizer.pt")) for f in os.listdir(ckpt))
     # another process count: one process loads every weight and AdamW state the two wrote, and continues
     from torch.distributed.checkpoint.format_utils import dcp_to_torch_save
-    dcp_to_torch_save(os.path.join(ckpt, delta.CHECKPOINT_STATE), str(tmp_path / "whole.pt"))
+    dcp_to_torch_save(os.path.join(ckpt, checkpoints.STATE), str(tmp_path / "whole.pt"))
     whole = torch.load(str(tmp_path / "whole.pt"), weights_only=False)
     run = make_run(ckpt, **{k: v for k, v in json.load(open(os.path.join(out, "args.json"))).items()
                             if k in ("lr", "weight_decay")})
-    delta.load_checkpoint_state(ckpt, run.model, run.optimizer)
+    checkpoints.load_state(ckpt, run.model, run.optimizer)
     assert all(torch.equal(x, whole["model"][k]) for k, x in run.model.state_dict().items() if k in whole["model"])
     optim = run.sharding.optim_state(run.model, run.optimizer)["state"]
     assert optim.keys() == whole["optimizer"]["state"].keys() and all(
@@ -1156,12 +1158,12 @@ def _meta_start_worker(rank, world, tmp, sources, engine):
     import torch.distributed as dist
     torch.set_num_threads(1)
     dist.init_process_group("gloo", init_method=f"file://{tmp}/rendezvous-{engine}", rank=rank, world_size=world)
-    reads, read = [], delta.AutoModelForCausalLM.from_pretrained
-    delta.AutoModelForCausalLM.from_pretrained = lambda source, **k: reads.append(source) or read(source, **k)
+    reads, read = [], transformers.AutoModelForCausalLM.from_pretrained
+    transformers.AutoModelForCausalLM.from_pretrained = lambda source, **k: reads.append(source) or read(source, **k)
     try:
         out = {}
         for name, source in sources.items():
-            model, tok = delta.load_model(source, torch.device("cpu"), meta=True)
+            model, tok = checkpoints.load_model(source, torch.device("cpu"), meta=True)
             assert all(p.is_meta for p in model.parameters()) and not any(b.is_meta for b in model.buffers())
             run = delta.make_run(Args(fsdp=engine == "fsdp"), model, tok, source, rank, world)
             out[name] = dict(state=run.sharding.model_state(run.train_model), tied=(
@@ -1185,7 +1187,7 @@ def test_several_processes_read_the_weights_once(tiny, tmp_path, engine):
     got = [torch.load(f"{tmp_path}/meta-{engine}-{r}.pt", weights_only=False) for r in (0, 1)]
     assert got[0]["reads"] == [tiny, tied] and got[1]["reads"] == []  # rank 1 reads no weight
     for name, source in sources.items():
-        model, _ = delta.load_model(source, torch.device("cpu"))
+        model, _ = checkpoints.load_model(source, torch.device("cpu"))
         ref = model.state_dict()
         for g in got:
             assert g[name]["tied"] == (name == "tied") and set(g[name]["buffers"]) == set(dict(model.named_buffers()))
@@ -1249,7 +1251,7 @@ def test_sampled_evaluation_draws_apart_from_training_and_warm_starts_are_shared
     assert [drop(r) for r in ra] == [drop(r) for r in rb]
     p = run_delta("--output_dir", warm, "--warm_start_only", *FAST)
     assert p.returncode == 0, p.stderr[-3000:]
-    assert os.path.exists(os.path.join(warm, "final", "model.safetensors")) and not delta.checkpoints(warm)
+    assert os.path.exists(os.path.join(warm, "final", "model.safetensors")) and not checkpoints.found(warm)
     assert [r["step"] for r in read_metrics(warm)] == [0]  # the warm start's row only
     p = run_delta("--output_dir", c, "--model", os.path.join(warm, "final"), "--task", "addition", *common)
     assert p.returncode == 0, p.stderr[-3000:]
@@ -1273,7 +1275,7 @@ def test_ctrl_c_saves_a_checkpoint_and_resume_continues(tmp_path):
     _, err = proc.communicate(timeout=300)
     assert proc.returncode == 0, err[-3000:]
     assert "interrupted: checkpoint at step" in err
-    ckpts = delta.checkpoints(out)
+    ckpts = checkpoints.found(out)
     assert len(ckpts) == 1 and not os.path.exists(os.path.join(out, "final"))
     step = int(ckpts[0].rsplit("-", 1)[1])
     assert 1 <= step < 200
@@ -1309,7 +1311,7 @@ def test_local_dataset_and_model_path_like_a_user(tiny, tmp_path):
 
 
 def test_plain_template_without_chat_template(tiny):
-    _, tok = delta.load_model(tiny, torch.device("cpu"))
+    _, tok = checkpoints.load_model(tiny, torch.device("cpu"))
     tok.chat_template = None
     boxed = rewards.ANSWER_FORMATS["boxed"]
     assert delta.prompt_text(tok, "1+1=?", boxed) == "Question: 1+1=?\n" + boxed + "\nAnswer: "
@@ -1417,7 +1419,7 @@ def test_each_public_math_layout_is_read_right(tiny, tmp_path, capsys, layout, e
     first = train_rows[0]
     assert kind == "math" and first["answer"] == gold, name
     assert args.answer_format == fmt and bool(args.instruction) == instructed, name
-    prompt = delta.prompt_text(delta.load_tokenizer(tiny), first["question"], args.instruction)
+    prompt = delta.prompt_text(checkpoints.load_tokenizer(tiny), first["question"], args.instruction)
     question = row.get(prompt_key) if isinstance(row.get(prompt_key), str) else row[prompt_key][0]["content"]
     assert question in prompt and prompt.count(question) == 1, name
     assert "assistant" not in str(first["question"]) and "Subtract 1" not in prompt and "</think>" not in prompt
@@ -1478,7 +1480,7 @@ def test_chat_message_prompts_and_their_own_answer_format(tiny, tmp_path):
                                                              "content": rows[8]["prompt"][0]["content"]}]
     delta.resolve_defaults(args, kind, train_rows)
     assert (args.answer_format, args.instruction, args.reward) == ("answer_line", "", "math")
-    _, tok = delta.load_model(tiny, torch.device("cpu"))
+    _, tok = checkpoints.load_model(tiny, torch.device("cpu"))
     text = delta.prompt_text(tok, train_rows[0]["question"], args.instruction)
     assert text == tok.apply_chat_template(rows[8]["prompt"], tokenize=False, add_generation_prompt=True)
     assert "{'content'" not in text and "[{" not in text
@@ -1505,7 +1507,7 @@ def test_a_code_datasets_prompt_limit_is_derived_from_its_prompts(tiny, tmp_path
     p = run_delta(*common, "--output_dir", str(tmp_path / "run"))
     assert p.returncode == 0, p.stderr[-3000:]
     saved = json.load(open(tmp_path / "run" / "args.json"))
-    _, tok = delta.load_model(tiny, torch.device("cpu"))
+    _, tok = checkpoints.load_model(tiny, torch.device("cpu"))
     longest = len(delta.encode_prompt(tok, delta.prompt_text(tok, delta.load_rows(data, "train", Args())[1][0][
         "question"])))
     assert saved["max_prompt_length"] == longest > 64 and saved["reward"] == "code"
@@ -1540,7 +1542,7 @@ def test_bos_is_added_where_the_tokenizer_or_its_template_asks(tiny):
     templ, bos = _bos_tokenizer("{{ bos_token }}{% for m in messages %}{{ m['content'] }}{% endfor %}")
     ids = pack(templ, [delta.prompt_text(templ, "1+1=?")], ["2"], "cpu")["input_ids"][0].tolist()
     assert ids.count(bos) == 1 and ids[0] == bos
-    _, qwen_like = delta.load_model(tiny, torch.device("cpu"))  # no BOS token at all
+    _, qwen_like = checkpoints.load_model(tiny, torch.device("cpu"))  # no BOS token at all
     text = delta.prompt_text(qwen_like, "1+1=?")
     assert delta.encode_prompt(qwen_like, text) == qwen_like(text, add_special_tokens=False).input_ids
     assert delta.encode_prompt(tok, plain)[0] == bos
@@ -1707,7 +1709,7 @@ def test_rl_raises_the_held_out_pass_rate_on_the_code_task(tmp_path):
 def test_each_backbone_gives_the_lm_heads_input_and_a_plain_forwards_logprobs(backbones, family):
     """Through from_pretrained: Eq. D's h is what the family's own LM head receives, old log-probs are those of a
     plain forward at the temperature, in slices of the head or not."""
-    model, tok = delta.load_model(backbones[family], torch.device("cpu"))
+    model, tok = checkpoints.load_model(backbones[family], torch.device("cpu"))
     batch = pack(tok, [delta.prompt_text(tok, "12+3=?"), delta.prompt_text(tok, "1+2=?")],
                  ["Let us add. \\boxed{15}", "no"], "cpu")
     R, mask, seen = batch["response_mask"].shape[1], batch["response_mask"], []
@@ -1780,8 +1782,8 @@ def test_each_backbone_runs_delta_py_and_resumes_exactly(backbones, family, tmp_
     assert run_delta(*common, "--output_dir", cut, "--save_every", "1", "--resume").returncode == 0
     strip = lambda rows: [{k: v for k, v in r.items() if not k.startswith("time/")} for r in rows if r["step"] == 2]
     assert strip(read_metrics(cut)) == strip(read_metrics(whole))
-    a = delta.load_model(os.path.join(whole, "final"), torch.device("cpu"))[0].state_dict()
-    b = delta.load_model(os.path.join(cut, "final"), torch.device("cpu"))[0].state_dict()
+    a = checkpoints.load_model(os.path.join(whole, "final"), torch.device("cpu"))[0].state_dict()
+    b = checkpoints.load_model(os.path.join(cut, "final"), torch.device("cpu"))[0].state_dict()
     assert all(torch.equal(a[k], b[k]) for k in a)
 
 
@@ -1821,8 +1823,9 @@ def test_an_moes_load_balancing_loss_is_added_when_its_config_asks(tmp_path, rou
 def test_a_family_with_logit_soft_capping_is_refused_before_work(tmp_path):
     """Gemma-2 soft-caps its logits after the LM head, which the sliced head does not: refused with the reason."""
     tasks.build_tiny(str(tmp_path), model_type="gemma2")
-    with pytest.raises(delta.ArgumentError, match="soft-capping"):
-        delta.load_model(str(tmp_path), torch.device("cpu"))
+    model, tok = checkpoints.load_model(str(tmp_path), torch.device("cpu"))
+    with pytest.raises(delta.ArgumentError, match="soft-capping"):  # a run made outside prepare (a bench) too
+        delta.make_run(Args(model=str(tmp_path)), model, tok, str(tmp_path))
     p = run_delta("--model", str(tmp_path), "--output_dir", str(tmp_path / "run"), "--max_steps", "1")
     assert p.returncode != 0 and "soft-capping" in p.stderr and not os.path.exists(tmp_path / "run" / "metrics.jsonl")
 
@@ -1856,7 +1859,7 @@ def test_small_refusals_and_edges(tiny, tmp_path, monkeypatch):
     assert torch.equal(delta.overlong_penalty(torch.tensor([5, 50]), 40, 0, 1.0), torch.zeros(2))
     with pytest.raises(delta.ArgumentError, match="names no router_aux_loss_coef"):
         delta.router_loss_coef(pytypes.SimpleNamespace(output_router_logits=True, router_aux_loss_coef=None))
-    tok = delta.load_tokenizer(tiny)
+    tok = checkpoints.load_tokenizer(tiny)
     tok.chat_template = None
     assert delta.turn_end(tok) is None
     tok.chat_template = "{{ raise_exception('no assistant turns') }}"
@@ -1866,18 +1869,18 @@ def test_small_refusals_and_edges(tiny, tmp_path, monkeypatch):
     with pytest.warns(UserWarning, match="the prompts ask for boxed answers, graded as --answer_format last_number"):
         delta.resolve_defaults(Args(dataset="d.jsonl", answer_format="last_number"), "math",
                                [{"question": "1+1? Put it in \\boxed{}.", "answer": "2"}])
-    with pytest.raises(delta.ArgumentError, match="--resume: no checkpoint in"):
-        delta.check_resume(Args(resume=True, output_dir=str(tmp_path)), [], 1)
-    read = delta.AutoModelForCausalLM.from_pretrained
+    assert checkpoints.resume_state(Args(resume=True, output_dir=str(tmp_path)), [], 1) == (
+        None, f"--resume: no checkpoint in {tmp_path}")
+    read = transformers.AutoModelForCausalLM.from_pretrained
 
     def with_dropout(*a, **k):
         model = read(*a, **k)
         model.model.dropout = torch.nn.Dropout(0.1)
         return model
-    monkeypatch.setattr(delta.AutoModelForCausalLM, "from_pretrained", with_dropout)
+    monkeypatch.setattr(transformers.AutoModelForCausalLM, "from_pretrained", with_dropout)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        model, _ = delta.load_model(tiny, torch.device("cpu"))
+        model, _ = checkpoints.load_model(tiny, torch.device("cpu"))
     assert model.model.dropout.p == 0.0
     bad = tmp_path / "bad.jsonl"  # refused by load_task, after the process group is up: it is left cleanly
     bad.write_text(json.dumps({"problem": "1+1?", "final_answer": "2"}) + "\n")
@@ -1886,5 +1889,5 @@ def test_small_refusals_and_edges(tiny, tmp_path, monkeypatch):
     run = make_run(tiny, output_dir=str(tmp_path / "ckpt"), keep_checkpoints=1)  # older checkpoints removed
     os.makedirs(run.args.output_dir)
     for step in (1, 2):
-        delta.save_checkpoint(run, step)
-    assert delta.checkpoints(run.args.output_dir) == [os.path.join(run.args.output_dir, "checkpoint-2")]
+        checkpoints.save(run, step)
+    assert checkpoints.found(run.args.output_dir) == [os.path.join(run.args.output_dir, "checkpoint-2")]

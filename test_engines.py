@@ -17,6 +17,7 @@ import pytest
 import torch
 import torch.cuda._pin_memory_utils  # noqa: F401  (monkeypatched below)
 
+import checkpoints
 import delta
 import tasks
 from conftest import FAST, ROOT, fixed_rollout, lam_of, make_run, pack, read_metrics, run_delta
@@ -37,7 +38,7 @@ except ImportError:
 def test_vllm_greedy_equals_hf_after_a_weight_push(tiny):
     """The trainer's changed weights reach vLLM: greedy decoding is token for token HF's; sampled tokens'
     log-probs are the trainer's (rollout/logp_gap near 0 at temperature 1)."""
-    model, tok = delta.load_model(tiny, torch.device("cpu"))
+    model, tok = checkpoints.load_model(tiny, torch.device("cpu"))
     args = Args(max_new_tokens=24, group_size=4, vllm=True, max_prompt_length=32)  # as delta.fit_prompts sets it
     cpu = torch.device("cpu")
     with pytest.raises(ValueError, match="max_prompt_length"):  # unresolved, vLLM would cut every response short
@@ -102,6 +103,7 @@ def fake_vllm(monkeypatch, calls, blocks=100, gpu=None):
     tests use it for real), on a pretended GPU of 80 GiB. With `gpu` (a dict: free bytes, and the bytes of the
     weights vLLM holds awake), the engine takes its share of that GPU at start and gives back and takes again what
     sleep and wake_up release and map, failing as vLLM's allocator would when the GPU lacks it."""
+    import engines
     ns = types.SimpleNamespace
     total = 80 << 30
 
@@ -146,7 +148,7 @@ def fake_vllm(monkeypatch, calls, blocks=100, gpu=None):
     inputs.TokensPrompt = dict
     monkeypatch.setitem(sys.modules, "vllm", module)
     monkeypatch.setitem(sys.modules, "vllm.inputs", inputs)
-    monkeypatch.setattr(delta.Accelerator, "memory", lambda self: ((70 << 30) if gpu is None else gpu["free"], total))
+    monkeypatch.setattr(engines, "gpu_memory", lambda accel: ((70 << 30) if gpu is None else gpu["free"], total))
     monkeypatch.setattr(torch.random, "fork_rng", lambda devices=(), **k: contextlib.nullcontext())
 
 
@@ -158,7 +160,7 @@ def test_vllm_api_as_delta_py_calls_it(tiny, monkeypatch):
     import engines
     calls = []
     fake_vllm(monkeypatch, calls)
-    model, tok = delta.load_model(tiny, torch.device("cpu"))
+    model, tok = checkpoints.load_model(tiny, torch.device("cpu"))
     args = Args(vllm=True, max_prompt_length=16, max_new_tokens=40, top_p=0.9, top_k=5, seed=3)
     gpu = types.SimpleNamespace(device=torch.device("cuda", 0), bf16=True, world=2, sharded=True,  # FSDP2, 2 GPUs
                                 accel=delta.Accelerator(torch.device("cpu"), pretend=70))
@@ -196,7 +198,7 @@ def test_vllm_wakes_only_into_free_memory_and_names_the_flag_to_change(tiny, mon
     the GPU has what the wake maps again (measured at the first sleep), so a trainer that grew in between stops
     the run with an error naming --vllm_gpu_memory (with a value that fits), not inside vLLM's allocator."""
     import engines
-    model, tok = delta.load_model(tiny, torch.device("cpu"))
+    model, tok = checkpoints.load_model(tiny, torch.device("cpu"))
     n = sum(p.numel() for p in model.parameters())
     gpu, calls = {"free": 79 << 30, "weights": 2 * n}, []
     fake_vllm(monkeypatch, calls, gpu=gpu)
@@ -272,7 +274,7 @@ def test_vllm_offload_trainer_parks_the_trainer_while_vllm_is_awake(tiny, monkey
     and gets their share too; each generation pushes the weights, parks the trainer, wakes the KV cache, samples,
     sleeps and brings the trainer back: every storage empty while vLLM samples, every value the same after."""
     import engines
-    model, tok = delta.load_model(tiny, torch.device("cpu"))
+    model, tok = checkpoints.load_model(tiny, torch.device("cpu"))
     n = sum(p.numel() for p in model.parameters())
     gpu, calls = {"free": 79 << 30, "weights": 2 * n}, []
     fake_vllm(monkeypatch, calls, gpu=gpu)
@@ -369,9 +371,9 @@ def test_coefficients_stream_the_features_in_chunks(dtype):
 def test_gradient_checkpointing_acts_in_the_update(tiny):
     """--gradient_checkpointing checkpoints every decoder layer of the update's forward, through the real path:
     a model as load_model returns it (eval mode, as from_pretrained leaves it), prepared as main prepares it."""
-    model, tok = delta.load_model(tiny, torch.device("cpu"))
+    model, tok = checkpoints.load_model(tiny, torch.device("cpu"))
     assert not model.training
-    delta.enable_checkpointing(model)
+    checkpoints.enable_checkpointing(model)
     calls = []
     for layer in model.model.layers:  # what HF calls to checkpoint a layer
         layer._gradient_checkpointing_func = (lambda f: lambda *a, **k: calls.append(1) or f(*a, **k))(
@@ -405,7 +407,7 @@ def test_offloaded_features_live_in_one_exact_size_pinned_block(tiny, monkeypatc
     pins = []
     monkeypatch.setattr(torch.cuda._pin_memory_utils, "pin_memory", lambda ptr, size: pins.append(("pin", ptr, size)))
     monkeypatch.setattr(torch.cuda._pin_memory_utils, "unpin_memory", lambda ptr: pins.append(("unpin", ptr)))
-    t = delta.Accelerator(torch.device("cuda", 0)).pin(torch.empty(1000, dtype=torch.bfloat16))  # a GPU's seam
+    t = engines.pinned(delta.Accelerator(torch.device("cuda", 0)), torch.empty(1000, dtype=torch.bfloat16))
     ptr = t.data_ptr()
     del t
     gc.collect()
@@ -429,9 +431,9 @@ def test_features_fall_back_to_host_memory_when_the_gpu_is_short(tiny, monkeypat
     n, H = packed[0].shape
     assert run.accel.gpu and not hasattr(run, "host_features")  # 80 GiB free: the features stayed on the device
     need = n * H * 4 + engines.score_margin(run) + engines.KEPT_FREE
-    monkeypatch.setattr(run.accel, "memory", lambda: (need, 80 << 30))  # just fits
+    monkeypatch.setattr(engines, "gpu_memory", lambda accel: (need, 80 << 30))  # just fits
     assert engines.feature_buffer(run, n, H, torch.float32).shape == (n, H) and not hasattr(run, "host_features")
-    monkeypatch.setattr(run.accel, "memory", lambda: (need - 1, 80 << 30))  # one byte short
+    monkeypatch.setattr(engines, "gpu_memory", lambda accel: (need - 1, 80 << 30))  # one byte short
     moved = engines.feature_buffer(run, n, H, torch.float32)
     assert run.host_features.numel() == n * H and moved.data_ptr() == run.host_features.data_ptr()
     engines.feature_buffer(run, n, H, torch.float32)
@@ -453,7 +455,7 @@ def test_the_process_group_waits_as_long_as_the_flag_says(monkeypatch):
 def test_the_chat_templates_turn_end_is_a_stop_id(tiny, tmp_path):
     """A template whose assistant turn ends in a special token (Qwen's <|im_end|>) makes it a stop id, besides the
     generation config's eos; a plain template adds none."""
-    model, tok = delta.load_model(tiny, torch.device("cpu"))
+    model, tok = checkpoints.load_model(tiny, torch.device("cpu"))
     assert delta.turn_end(tok) is None and delta.eos_ids(tiny, tok) == [tok.eos_token_id]
     tok.add_special_tokens({"additional_special_tokens": ["<|im_end|>"]})
     tok.chat_template = ("{% for m in messages %}{{ m['role'] + ': ' + m['content'] + '<|im_end|>\\n' }}{% endfor %}"
@@ -495,7 +497,7 @@ def test_report_to_tensorboard_logs_the_metrics(tmp_path):
 
 # ------------------------------------------------------------------------------------- the device seam's test mode
 def _gpu_branch_worker(rank, world, tmp, tiny, port):
-    """One rank: the process group as delta.main makes it on a GPU (the seam's test mode: gloo, the step's
+    """One rank: the process group as delta.prepare makes it on a GPU (the seam's test mode: gloo, the step's
     collectives connected at start), then one rl_step of each case from the same weights and generators."""
     sys.path.insert(0, os.path.join(ROOT, "bench"))
     from memory_measured import coin_flips
@@ -508,7 +510,7 @@ def _gpu_branch_worker(rank, world, tmp, tiny, port):
     try:
         for engine, algo, pretend, changes in GPU_CASES:
             os.environ[delta.PRETEND_GPU] = pretend  # read by delta.Accelerator in make_run
-            model, tok = delta.load_model(tiny, device)
+            model, tok = checkpoints.load_model(tiny, device)
             args = Args(model=tiny, algo=algo, fsdp=engine == "fsdp", prompts_per_step=4, group_size=4,
                         mini_batch_prompts=2, max_new_tokens=12, max_prompt_length=32, lr=1e-2, **changes)
             delta.resolve_defaults(args)
@@ -595,7 +597,7 @@ def test_engine_refusals_and_unknowns(tiny, monkeypatch):
     with pytest.raises(ValueError, match=r"found no decoder layers \(\(\)\) in Linear"):
         engines.decoder_layers(torch.nn.Linear(2, 2))
     fake_vllm(monkeypatch, [])
-    model, tok = delta.load_model(tiny, torch.device("cpu"))
+    model, tok = checkpoints.load_model(tiny, torch.device("cpu"))
     with pytest.raises(ValueError, match="needs args.max_prompt_length"):
         delta.make_sampler(Args(vllm=True, max_prompt_length=0), model, tok, tiny, PRETEND_GPU)
     assert engines.kv_concurrency(object(), 64) is None

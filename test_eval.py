@@ -10,6 +10,7 @@ from fractions import Fraction
 import pytest
 import torch
 
+import checkpoints
 import delta
 import tasks
 import eval as evaluation
@@ -225,7 +226,7 @@ def test_local_data_named_like_a_benchmark_keeps_both(tiny_and_data, tmp_path):
 
 
 def test_matharena_prompts_put_the_instruction_first_and_hint_aime(tiny_and_data):
-    _, tok = delta.load_model(tiny_and_data[0], torch.device("cpu"))
+    _, tok = checkpoints.load_model(tiny_and_data[0], torch.device("cpu"))
     args = evaluation.EvalArgs(prompt_style="matharena")
     row = {"question": "Find x."}
     aime = evaluation.prompt_text(tok, row, "math", "aime25", args, "ignored")
@@ -537,7 +538,7 @@ def test_a_code_runs_held_out_set_is_graded_as_code_with_its_training_prompt(tmp
     held = evaluation.read_jsonl(os.path.join(out, "held_out.jsonl"))
     kind, rows = evaluation.data_rows(held, evaluation.EvalArgs())
     assert kind == "code" and [r["question"] for r in rows] == [r["question"] for r in held]
-    _, tok = delta.load_model(os.path.join(out, "final"), torch.device("cpu"))
+    _, tok = checkpoints.load_model(os.path.join(out, "final"), torch.device("cpu"))
     args = evaluation.EvalArgs()
     trained = delta.prompt_text(tok, held[0]["question"], held[0]["instruction"])
     assert evaluation.prompt_text(tok, rows[0], kind, "held_out", args, "Box it.") == trained
@@ -586,10 +587,10 @@ def test_eval_edges_no_other_test_takes(tiny, tmp_path):
     assert evaluation.code_timeout([{"question": "1+1?", "answer": "2"}], "math500", None) is None
     args = evaluation.EvalArgs(model=tiny, answer_format="answer_line", instruction="Say it.")
     trained = {"answer_format": "boxed", "instruction": "Box it."}  # delta.py's one rule for "auto", as eval.py uses it
-    given = delta.prompt_settings(args.answer_format, args.instruction, [], "math", trained)
+    given = rewards.prompt_settings(args.answer_format, args.instruction, [], "math", trained)
     assert given == ("answer_line", "Say it.")
-    assert delta.prompt_settings("auto", "auto", [], "math", trained) == ("boxed", "Box it.")
-    tok = delta.load_tokenizer(tiny)
+    assert rewards.prompt_settings("auto", "auto", [], "math", trained) == ("boxed", "Box it.")
+    tok = checkpoints.load_tokenizer(tiny)
     text = evaluation.prompt_text(tok, {"question": "Add two numbers."}, "code", "mbpp", args, "")
     assert evaluation.CODE_INSTRUCTION in text
     lcb = tmp_path / "lcb.jsonl"

@@ -12,6 +12,7 @@ import sys
 import pytest
 import torch
 
+import checkpoints
 import delta
 import rewards
 from conftest import ROOT, read_metrics, run_delta, run_script
@@ -40,7 +41,7 @@ def test_the_chat_template_and_its_stop_token(real):
     """ChatML as the model's own template writes it (its default system message, the assistant turn opened); the
     turn end <|im_end|> is the stop id and pad id, greedy responses stop at it, the response mask runs through it
     and the decoded text holds no template token; no BOS is added on top of the template's."""
-    model, tok = delta.load_model(real, torch.device("cpu"))
+    model, tok = checkpoints.load_model(real, torch.device("cpu"))
     text = delta.prompt_text(tok, "What is 2 + 2?", rewards.ANSWER_FORMATS["last_number"])
     want = tok.apply_chat_template([{"role": "user", "content": "What is 2 + 2?\n" +
                                      rewards.ANSWER_FORMATS["last_number"]}],
@@ -94,9 +95,9 @@ def test_delta_py_on_the_real_model_resumes_exactly(real, tmp_path):
     assert strip(read_metrics(cut)) == strip(read_metrics(whole))
     steps = [r for r in read_metrics(whole) if "reward/acc" in r]
     assert any(r["reward/acc"] > 0 for r in steps) and any(r["groups/zero_std"] < 1 for r in steps)
-    a = delta.load_model(os.path.join(whole, "final"), torch.device("cpu"))[0].state_dict()
-    b = delta.load_model(os.path.join(cut, "final"), torch.device("cpu"))[0].state_dict()
-    base = delta.load_model(real, torch.device("cpu"))[0].state_dict()
+    a = checkpoints.load_model(os.path.join(whole, "final"), torch.device("cpu"))[0].state_dict()
+    b = checkpoints.load_model(os.path.join(cut, "final"), torch.device("cpu"))[0].state_dict()
+    base = checkpoints.load_model(real, torch.device("cpu"))[0].state_dict()
     assert all(torch.equal(a[k], b[k]) for k in a) and any(not torch.equal(a[k], base[k]) for k in a)
 
 

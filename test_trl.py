@@ -12,6 +12,7 @@ import pytest
 import torch
 import trl  # noqa: F401  (the venv of .ci/trl.sh)
 
+import checkpoints
 import delta
 import tasks
 from conftest import ROOT, pack
@@ -34,7 +35,7 @@ def trl_trainer(path, tmp_path, prompts=4, **trainer_kw):
     sys.path.insert(0, os.path.join(ROOT, "examples"))
     import trl_delta
 
-    model, tok = delta.load_model(path, torch.device("cpu"))
+    model, tok = checkpoints.load_model(path, torch.device("cpu"))
     train, _ = trl_delta.addition_data(16)
     digits = lambda completions, **_: [float(sum(c.isdigit() for c in x[-1]["content"])) for x in completions]  # noqa
     cfg = trl_delta.config(str(tmp_path), 1, prompts=prompts, group=4, mini_batch_prompts=4, max_new_tokens=16)
@@ -145,7 +146,7 @@ def test_a_short_trl_run_with_delta_raises_held_out_accuracy(tiny, tmp_path):
     """examples/trl_delta.py as a user runs it, on the tiny model after a supervised warm start (300 steps of
     delta.py's warm-start loop at batch 64, without its accuracy checks): 16 generation batches of 32 prompts x 8
     raise greedy held-out accuracy (256 problems)."""
-    model, tok = delta.load_model(tiny, torch.device("cpu"))
+    model, tok = checkpoints.load_model(tiny, torch.device("cpu"))
     train_rows, _ = tasks.TASKS["addition"]["build"](0, 256)
     opt, gen = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.0), torch.Generator().manual_seed(1)
     torch.manual_seed(0)

@@ -247,6 +247,7 @@ def main_plugin(tiny, rmpad, out):
     rank, world = cpu_shims()
     sys.path.insert(0, ROOT)
     sys.path.insert(0, os.path.join(ROOT, "examples"))  # external_lib=verl_delta is imported from here
+    import checkpoints
     import delta
     import rewards
     from delta import delta_coefficients, group_advantages, policy_loss, token_features
@@ -262,7 +263,7 @@ def main_plugin(tiny, rmpad, out):
 
     # delta.py on the whole batch: its own forward of the model loaded through from_pretrained (Eq. D's h and
     # log pi_old), group_advantages (Eq. A), delta_coefficients (Sec. 3.2), policy_loss (Eq. B, E)
-    model = delta.load_model(tiny, torch.device("cpu"))[0]
+    model = checkpoints.load_model(tiny, torch.device("cpu"))[0]
     ids, attention = batch.batch["input_ids"], batch.batch["attention_mask"]
     mask, adv_verl = batch.batch["response_mask"].bool(), batch.batch["advantages"]
     with torch.no_grad():

@@ -25,6 +25,7 @@ os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "4")
 import torch  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import checkpoints  # noqa: E402
 import delta  # noqa: E402
 import tasks  # noqa: E402
 
@@ -39,12 +40,12 @@ def build(path, dims):
     from transformers import AutoModelForCausalLM, Qwen3Config
 
     tasks.build_tiny(path)  # the tokenizer; the model is replaced
-    _, tok = delta.load_model(path, torch.device("cpu"))
+    _, tok = checkpoints.load_model(path, torch.device("cpu"))
     cfg = Qwen3Config(vocab_size=len(tok), max_position_embeddings=2048, eos_token_id=0, pad_token_id=0,
                       bos_token_id=None, tie_word_embeddings=False, **dims)
     torch.manual_seed(0)
     AutoModelForCausalLM.from_config(cfg).save_pretrained(path)
-    return delta.load_model(path, torch.device("cpu"))
+    return checkpoints.load_model(path, torch.device("cpu"))
 
 
 def hf_rate(model, tok, prompts, new):
@@ -80,7 +81,7 @@ def real_rates(path, repeats=3):
     import rewards
     from engines import VLLMSampler
 
-    model, tok = delta.load_model(path, torch.device("cpu"))
+    model, tok = checkpoints.load_model(path, torch.device("cpu"))
     rng = random.Random(0)
     questions = [f"What is {rng.randint(10, 99)} + {rng.randint(10, 99)}?" for _ in range(32)]
     prompts = [delta.prompt_text(tok, q, rewards.ANSWER_FORMATS["last_number"]) for q in questions]

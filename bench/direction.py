@@ -60,6 +60,7 @@ import torch
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
+import checkpoints  # noqa: E402
 import delta  # noqa: E402
 
 CONTROL = "big"  # the positive control's name in --algos
@@ -296,7 +297,7 @@ def preconditioner(run, opts, params):
         return None
     if opts.precondition:
         zero_grad(params)  # torch's loader makes AdamW's state by a step at lr 0 only where no parameter has a grad
-        delta.load_checkpoint_state(opts.precondition, run.model, run.optimizer)
+        checkpoints.load_state(opts.precondition, run.model, run.optimizer)
         optimizer, order = run.optimizer, params
     else:
         warm = delta.make_run(dataclasses.replace(run.args, algo="dapo"), copy.deepcopy(run.model), run.tok,
@@ -436,6 +437,9 @@ def figures(lines):
                     m, se, df = crossed(x - (base[:, margined] if metric == "margin" else base))
                     row[metric + " - dapo"] = (m, se, t_sf(m / se, df) if se > 0 and df > 0 else float("nan"), df)
             out["table"][(name, view)] = row
+    if {"lam_top", "lam_bottom"} <= set(cells):  # the paper's ordering of the lam subsets (Sec. 5), paired
+        m, se, df = crossed(cells["lam_top"]["raw"]["cosine"] - cells["lam_bottom"]["raw"]["cosine"])
+        out["ordering"] = (m, se, t_sf(m / se, df) if se > 0 and df > 0 else float("nan"), df)
     if "dapo" in cells and len(common) > 1:  # the power calculation's inputs, from DAPO's arm alone
         x = cells["dapo"]["raw"]["cosine"]
         sd, se_E = float(x.mean(1).std()), float(x.mean(0).std()) / math.sqrt(P)
@@ -488,6 +492,9 @@ def report(lines, out=sys.stdout):
             print(f"| {n} | {cell(row['cosine'])} | {corrected} | {cell(row['gain'])} | {cell(row['margin'])} | "
                   f"{diff(row.get('cosine - dapo'))} | {diff(row.get('gain - dapo'))} | "
                   f"{diff(row.get('margin - dapo'))} |", file=out)
+    if "ordering" in f:
+        print(f"\nthe paper's ordering of the lam subsets, lam_top - lam_bottom in cosine: {diff(f['ordering'])}",
+              file=out)
     power = f.get("power")
     if power:
         print(f"\npower (docs/direction.md): DAPO's cosine has a between-batch sd of {power['sd_batches']:.4g} and "

@@ -24,6 +24,7 @@ import torch
 import torch.distributed as dist
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import checkpoints  # noqa: E402
 import delta  # noqa: E402
 import memory  # noqa: E402
 
@@ -45,7 +46,7 @@ def tracked_peak(cfg, world, rows, tokens, response):
         config = AutoConfig.for_model(**{k: v for k, v in cfg.items() if k not in ("architectures", "torch_dtype")})
         with FakeTensorMode(allow_non_fake_inputs=True):
             model = AutoModelForCausalLM.from_config(config)  # fp32 master weights
-            delta.enable_checkpointing(model)
+            checkpoints.enable_checkpointing(model)
             model.train()
             policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
             for layer in model.model.layers:

@@ -42,6 +42,7 @@ import torch.distributed as dist
 import transformers
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import checkpoints  # noqa: E402
 import delta  # noqa: E402
 import engines  # noqa: E402
 import tasks  # noqa: E402
@@ -105,7 +106,7 @@ def preflight(table, accel, kind):
     table.add("preflight", "python / torch / transformers",
               f"{platform.python_version()} / {torch.__version__} / {transformers.__version__}")
     name = torch.cuda.get_device_name(device) if accel.cuda else "cpu (DELTA_PRETEND_GPU: the seam's test mode)"
-    table.add("preflight", "device, GiB", f"{name}, {accel.memory()[1] / memory.GiB:.0f}")
+    table.add("preflight", "device, GiB", f"{name}, {engines.gpu_memory(accel)[1] / memory.GiB:.0f}")
     conf = os.environ.get("PYTORCH_ALLOC_CONF") or os.environ.get("PYTORCH_CUDA_ALLOC_CONF", "")
     table.add("preflight", "allocator settings in effect", conf or "-", "engines.expandable_segments sets them")
     table.add("preflight", "bf16 / NCCL", (f"{torch.cuda.is_bf16_supported()} / "
@@ -113,7 +114,7 @@ def preflight(table, accel, kind):
               else "autocast on the CPU / gloo")
     n = PINNED[kind]
     t = time.perf_counter()
-    host = accel.pin(torch.empty(n, dtype=torch.uint8))  # as engines.feature_buffer makes its block
+    host = engines.pinned(accel, torch.empty(n, dtype=torch.uint8))  # as engines.feature_buffer makes its block
     registered = time.perf_counter() - t
     src = torch.ones(n, dtype=torch.uint8, device=device)
     accel.synchronize()
@@ -135,12 +136,12 @@ def process_group(table, accel):
     """A one-rank process group (NCCL on a GPU, gloo in the test mode) with the step's collectives connected."""
     os.environ.update(RANK="0", WORLD_SIZE="1", LOCAL_RANK="0", MASTER_ADDR="127.0.0.1")
     os.environ.setdefault("MASTER_PORT", str(29500 + os.getpid() % 1000))
-    before = accel.memory()[0]
+    before = engines.gpu_memory(accel)[0]
     dist.init_process_group(accel.backend)
     engines.connect_collectives(accel.device, 1)
     accel.synchronize()
     table.add("group", f"one-rank {accel.backend} group, collectives connected: GPU memory taken",
-              size(before - accel.memory()[0]) if accel.cuda else "-",
+              size(before - engines.gpu_memory(accel)[0]) if accel.cuda else "-",
               "engines.gpu_margin books 1.5 on several GPUs (one rank needs no peer buffers)")
 
 
@@ -154,7 +155,7 @@ def build_slice(kind, device):
     with torch.device(device):
         model = transformers.AutoModelForCausalLM.from_config(config, dtype=torch.float32)
     model.eval()
-    delta.enable_checkpointing(model)
+    checkpoints.enable_checkpointing(model)
     P = PROMPT[kind]
     folder = tempfile.mkdtemp(prefix="gpu_check-")  # no generation config there: the sampler is never used
     args = delta.Args(algo="delta", fsdp=True, gradient_checkpointing=True, prompts_per_step=1, mini_batch_prompts=1,
@@ -181,7 +182,7 @@ def step_phases(run, batch, adv, plans):
     """The scoring pass, the coefficients and the update: {phase: (seconds, peak allocated bytes)}, lam."""
     out, accel, lam = {}, run.accel, None
     for phase in ("score", "coefficients", "update"):
-        accel.release()
+        engines.release(accel)
         if accel.cuda:
             torch.cuda.reset_peak_memory_stats(accel.device)
         t = delta.clock(run)
@@ -228,14 +229,14 @@ def fallback(table, cfg, run, kind):
     """The features forced to host memory (the GPU reported full), timed beside the scoring pass on the GPU."""
     rows, tokens = CASES[kind][-1]
     batch, adv, plans = case_batch(run, rows, tokens, PROMPT[kind], cfg["vocab_size"])
-    times, lams, memory_of = [], [], run.accel.memory
+    times, lams, memory_of = [], [], engines.gpu_memory
     for full in (False, True, True):  # the forced pass twice: the host block is made once, then reused
-        run.accel.memory = (lambda: (0, 80 << 30)) if full else memory_of  # full: the seam reports no free memory
+        engines.gpu_memory = (lambda accel: (0, 80 << 30)) if full else memory_of  # full: no free memory
         t = delta.clock(run)
         batch["old_logp"], _, features = delta.score(run, batch, adv, plans, True)
         times.append(delta.clock(run) - t)
         lams.append(delta.delta_weights(run, dict(batch=batch, adv=adv, features=features, stats={})))
-    run.accel.memory = memory_of
+    engines.gpu_memory = memory_of
     host = features[0].device.type == "cpu" and getattr(run, "host_features", None) is not None
     table.add("fallback", "scoring: features on the device / in host memory, seconds",
               f"{times[0]:.3f} / {times[2]:.3f}", f"{rows} x {tokens:,}; the features in the host block: {host}")

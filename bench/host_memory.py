@@ -1,9 +1,9 @@
 """Peak host memory (RSS) of each rank and of the node while 2 processes start a run: the model loaded, wrapped
-(DDP or FSDP2) and its optimizer made, as delta.main does it. Two starts side by side in one run:
+(DDP or FSDP2) and its optimizer made, as delta.prepare does it. Two starts side by side in one run:
 
     every rank reads   load_model(meta=False) on every rank: each reads the whole model in fp32 (before issue 37)
     rank 0 reads       load_model(meta=True): every rank builds on the meta device, rank 0 alone reads the weights
-                       and broadcasts them into each rank's tensors after sharding (delta.load_weights)
+                       and broadcasts them into each rank's tensors after sharding (checkpoints.load_weights)
 
     python bench/host_memory.py                      # a synthetic Qwen3 of 0.27 B parameters (1.1 GB in fp32)
     python bench/host_memory.py --layers 4           # smaller, faster
@@ -25,6 +25,7 @@ import torch
 import torch.multiprocessing as mp
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import checkpoints  # noqa: E402
 import delta  # noqa: E402
 import tasks  # noqa: E402
 
@@ -45,7 +46,7 @@ def worker(rank, world, tmp, source, engine, meta, out):
     torch.set_num_threads(1)
     dist.init_process_group("gloo", init_method=f"file://{tmp}/rendezvous-{engine}-{meta}", rank=rank, world_size=world)
     try:
-        model, tok = delta.load_model(source, torch.device("cpu"), meta=meta)
+        model, tok = checkpoints.load_model(source, torch.device("cpu"), meta=meta)
         run = delta.make_run(delta.Args(fsdp=engine == "fsdp"), model, tok, source, rank, world)
         dist.barrier()
         peak = status("VmHWM")  # this process's peak (ru_maxrss would carry the parent's over spawn's exec)
@@ -90,7 +91,7 @@ def main(argv=None):
         tasks.build_tiny(source, hidden_size=opts.hidden, num_hidden_layers=opts.layers, num_attention_heads=16,
                          intermediate_size=3 * opts.hidden, num_key_value_heads=8, head_dim=opts.hidden // 16,
                          vocab_size=32768)
-    model, _ = delta.load_model(source, torch.device("cpu"))
+    model, _ = checkpoints.load_model(source, torch.device("cpu"))
     n = sum(p.numel() for p in model.parameters())
     if not opts.model:
         model.to(torch.bfloat16).save_pretrained(source)  # in bf16, as hub models are: an fp32 read makes a copy

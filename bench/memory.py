@@ -245,8 +245,8 @@ def host_memory(cfg, args, world_size, fsdp, host, per_node=8):
     """Host memory a node holds beyond the processes themselves (Python, CUDA's host side and loaded libraries are
     not booked): each rank's pinned blocks (`host`, from estimate), a checkpoint's writes (torch.distributed.
     checkpoint, one tensor at a time a rank: the largest shard), the full fp32 weights rank 0 gathers once to
-    write final/, and the start: on several processes rank 0 alone reads the weights (delta.load_weights; each rank
-    read them in fp32 before, per_node copies: bench/host_memory.py measures both). Bytes: {item: per node}."""
+    write final/, and the start: on several processes rank 0 alone reads the weights (checkpoints.load_weights; each
+    rank read them in fp32 before, per_node copies: bench/host_memory.py measures both). Bytes: {item: per node}."""
     n, s = parameters(cfg), shape(cfg)
     shard = world_size if fsdp else 1
     node = {k: x * per_node for k, x in host.items()}

@@ -25,6 +25,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import checkpoints  # noqa: E402
 import delta  # noqa: E402
 import tasks  # noqa: E402
 import memory  # noqa: E402
@@ -162,16 +163,16 @@ def phases(run, enter):
 
 def measure(path, args, rank, world):
     """Peak live bytes of each phase of the second rl_step on this rank, and the step's shape."""
-    model, tok = delta.load_model(path, torch.device("cpu"))
+    model, tok = checkpoints.load_model(path, torch.device("cpu"))
     if args.gradient_checkpointing:
-        delta.enable_checkpointing(model)
+        checkpoints.enable_checkpointing(model)
     tracker = LiveBytes()
     tracker.hold(*model.parameters(), *model.buffers())
     rows = [{"question": f"{a}+{b}=?", "answer": "0"} for a in range(10, 100) for b in range(10, 12)]
     verify, delta.verify = delta.verify, coin_flips
     try:
         with tracker:
-            torch.manual_seed(args.seed + rank)  # as delta.main: the same responses every run
+            torch.manual_seed(args.seed + rank)  # as delta.prepare: the same responses every run
             run = delta.make_run(args, model, tok, path, rank, world, torch.device("cpu"), train_rows=rows)
             run.coins, run.reward_stats = torch.Generator().manual_seed(rank), dict(timeouts=0, errors=0)
             with phases(run, tracker.phase):

@@ -47,6 +47,6 @@ if __name__ == "__main__":
         args = delta.parse_args()
         if args.algo == "oracle" and args.dataset:
             raise delta.ArgumentError("--algo oracle knows the deciding tokens of the embedded tasks only")
-        delta.main(args)
+        delta.train(delta.prepare(args))
     except delta.ArgumentError as e:
         sys.exit(f"oracle.py: error: {e}")

@@ -52,10 +52,11 @@ def probe(model, problems=64, seed=2):
     import torch
 
     sys.path.insert(0, ROOT)
+    import checkpoints
     import delta
     import rewards
     torch.set_num_threads(2)
-    net, tok = delta.load_model(model, torch.device("cpu"))
+    net, tok = checkpoints.load_model(model, torch.device("cpu"))
     print("| task | answer format | states an answer | greedy accuracy | T=0.6 accuracy | T=0.6 mixed groups | "
           "T=1.0 accuracy | T=1.0 mixed groups |\n|---|---|---|---|---|---|---|---|", flush=True)
     for name, ((a0, a1), (b0, b1), op) in PROBE_TASKS.items():

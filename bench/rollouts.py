@@ -31,6 +31,7 @@ import sys
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import checkpoints  # noqa: E402
 import delta  # noqa: E402
 
 CATEGORIES = ("format", "restated", "result", "first_wrong", "answer", "filler", "eos")
@@ -217,7 +218,7 @@ def lambda_page(tok, dump, per_side=6):
 def load(path):
     dump = torch.load(path, weights_only=False, map_location="cpu")
     a = dump["args"]
-    tok = delta.load_tokenizer(a["model"] or os.path.join(a["output_dir"], "tiny-init"))
+    tok = checkpoints.load_tokenizer(a["model"] or os.path.join(a["output_dir"], "tiny-init"))
     return tok, dump
 
 

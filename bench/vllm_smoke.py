@@ -22,7 +22,9 @@ import time
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import checkpoints  # noqa: E402
 import delta  # noqa: E402
+import engines  # noqa: E402
 import tasks  # noqa: E402
 from gpu_check import Table, size  # noqa: E402
 from memory_measured import coin_flips  # noqa: E402
@@ -51,7 +53,7 @@ def main(argv=None):
     args = delta.Args(model=opts.model, fsdp=True, vllm=True, prompts_per_step=2 * world, group_size=4,
                       mini_batch_prompts=world, max_new_tokens=64, max_prompt_length=64, lr=1e-6, seed=0)
     delta.resolve_defaults(args)
-    model, tok = delta.load_model(opts.model, device, meta=world > 1)
+    model, tok = checkpoints.load_model(opts.model, device, meta=world > 1)
     delta.verify = coin_flips
     run = delta.make_run(args, model, tok, opts.model, rank, world, device, train_rows=tasks.addition_task(0, 0)[0])
     run.coins, run.reward_stats = torch.Generator().manual_seed(rank), dict(timeouts=0, errors=0)
@@ -60,7 +62,7 @@ def main(argv=None):
         wake = sampler.wake
 
         def watched(tag):
-            add("wake", f"before waking {tag}: free / taken back", f"{size(accel.memory()[0])} / "
+            add("wake", f"before waking {tag}: free / taken back", f"{size(engines.gpu_memory(accel)[0])} / "
                 f"{size(sampler.wake_bytes[tag])}", "rank 0")
             return wake(tag)
         sampler.wake = watched
@@ -71,7 +73,8 @@ def main(argv=None):
             f"{time.perf_counter() - t:.1f}", "mean |log pi_vLLM - log pi_old| after the push, averaged over ranks")
         if gpu:
             add("step", f"{step + 1}: free GPU memory after / outside torch's allocator",
-                f"{size(accel.memory()[0])} / {size(outside_torch(device))}", "a rise after step 1: late NCCL")
+                f"{size(engines.gpu_memory(accel)[0])} / {size(outside_torch(device))}",
+                "a rise after step 1: late NCCL")
     sampler.close()  # after the last collective: vLLM's shutdown ends the process group too
     del run, model
     if torch.distributed.is_initialized():
