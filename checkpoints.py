@@ -3,11 +3,14 @@ to run (never to copy its loss), and this file imports nothing of delta.py: a ru
 builds.
 
     found, resume_state   the checkpoints of an output folder; the newest one's state for --resume and what stops it
-    load_model            a hub id, a Hugging Face folder or a checkpoint, dropout off; on several processes every
-                          rank builds it on the meta device and rank 0 alone reads the weights (load_weights)
-    load_state, restore   a checkpoint's weights, or AdamW's state and every rank's generators (--resume)
+    load_model            a hub id, a Hugging Face folder or a checkpoint, dropout off, with load_tokenizer's
+                          tokenizer; on several processes every rank builds it on the meta device
+                          (parameters_on_meta) and rank 0 alone reads the weights (load_weights)
+    enable_checkpointing  --gradient_checkpointing's activation checkpointing, non-reentrant
+    load_state, restore   a checkpoint's weights, or AdamW's state and every rank's generators (rng_state; --resume)
     save_run_files, metrics_log   a new run's args.json and held_out.jsonl; metrics.jsonl (on resume, truncated)
-    save, save_model      a checkpoint (each rank its shards, atomically); a Hugging Face folder (final/)
+    save, save_model      a checkpoint (each rank its shards, atomically); a Hugging Face folder (final/), each with
+                          the prompt settings in PROMPT_FILE
 """
 import collections
 import contextlib

@@ -87,7 +87,7 @@ KEPT_FREE = 5 * GiB  # a GPU's memory no item books, kept free at the peak (80 G
 
 def gpu_memory(accel):
     """(free, total) bytes the GPU behind `accel` (delta.Accelerator, the device seam) can still give: free, plus what
-    torch's allocator caches unused; None off a GPU; in the seam's test mode, its free GiB of 80."""
+    torch's allocator caches unused; None off a GPU; in the seam's test mode, the free bytes it pretends, of 80 GiB."""
     if accel.cuda:
         free, total = torch.cuda.mem_get_info(accel.device)
         return free + torch.cuda.memory_reserved(accel.device) - torch.cuda.memory_allocated(accel.device), total

@@ -14,6 +14,8 @@ The parts they are made of, public too:
     final_answers(response, answer_format) -> list[str]     what is graded: the last box, or a final run of boxes
     asked_format(prompt, graded) -> str | None    the format a prompt's own text asks for (graded=False: one no
                                                   rule here reads, such as `<answer>` tags)
+    prompt_settings(answer_format, instruction, rows, kind, trained) -> (format, instruction)   the one rule for
+                                                  "auto" (delta.py's arguments, eval.py's)
     extract_code(response, entry_point) -> str | None   the fenced python block that is graded
     stdout_matches(got, expected), value_matches(got, expected) -> bool   how results are compared
     lcb_stdout_matches(got, expected) -> bool     LiveCodeBench's rule (a spec's "compare": "lcb")
@@ -67,7 +69,7 @@ __all__ = ["math_reward", "code_reward", "run_tests", "score_batch", "extract_an
            "HARNESS_IMPORTS", "STARTUP_TIMEOUT", "code_specs", "code_rows", "CODE_SCHEMAS", "spec_deepcoder",
            "spec_primeintellect", "spec_apps", "spec_livecodebench", "spec_jsonl", "code_prompt", "get_field",
            "lcb_private_tests", "pickled_str", "lcb_in_window", "lcb_release_files", "CodeSpecError", "DataError",
-           "dataset_rows", "gold_answer", "read_table", "asked_format",
+           "dataset_rows", "gold_answer", "read_table", "asked_format", "prompt_settings",
            "ANSWER_FORMATS"]  # and SandboxError, which loads sandbox.py (a copy of rewards.py without it grades math)
 MATH_TIMEOUT = 5.0  # seconds of wall clock per math item, parsing and sympy included
 CODE_TIMEOUT = 10.0  # seconds per code item, all its tests together

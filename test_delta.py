@@ -1032,6 +1032,18 @@ def test_delta_py_alone_imports_and_runs_the_copyable_api(tmp_path):
     assert p.returncode == 0 and p.stdout.split() == ["1.0", "False"], p.stderr[-2000:]
 
 
+def test_the_companions_import_nothing_of_delta_py():
+    """No import cycle: delta.py imports its companions where it first needs them, and none imports delta.py."""
+    import ast
+
+    for name in ("checkpoints.py", "engines.py", "rewards.py", "tasks.py", "sandbox.py"):
+        tree = ast.parse(open(os.path.join(ROOT, name)).read())
+        imported = {a.name.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.Import) for a in node.names}
+        imported |= {node.module.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)
+                     and node.module}
+        assert "delta" not in imported, name
+
+
 def test_a_model_on_a_dataset_needs_neither_tasks_py_nor_engines_py():
     """tasks.py holds the offline default (the tiny model, the embedded tasks): a --model on a --dataset is checked
     and set up without it, or engines.py."""
@@ -1659,7 +1671,7 @@ def test_datasets_of_code_and_nested_math_columns_load_as_rows(tmp_path):
     code.write_text(json.dumps(lcb_row_1873a()) + "\n" + json.dumps(dict(lcb_row_1873a(), question_id="x2")) + "\n")
     kind, rows = delta.load_rows(str(code), "train", Args())
     args = Args(dataset=str(code), max_new_tokens=64)
-    delta.resolve_defaults(args, kind, rows)  # --reward auto, as main resolves it
+    delta.resolve_defaults(args, kind, rows)  # --reward auto, as delta.prepare resolves it
     assert len(rows) == 2 and kind == "code" and args.reward == "code"
     assert rows[0]["answer"]["inputs"] and "Read the inputs from stdin" in rows[0]["question"]
     broken = tmp_path / "broken.jsonl"

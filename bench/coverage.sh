@@ -20,10 +20,10 @@ cat > "$OUT/coveragerc" <<EOF
 data_file = $OUT/.coverage
 parallel = true
 patch = subprocess
-include = $PWD/delta.py, $PWD/engines.py, $PWD/eval.py
+include = $PWD/delta.py, $PWD/checkpoints.py, $PWD/engines.py, $PWD/eval.py
 [report]
 show_missing = true
-include = $PWD/delta.py, $PWD/engines.py, $PWD/eval.py
+include = $PWD/delta.py, $PWD/checkpoints.py, $PWD/engines.py, $PWD/eval.py
 EOF
 export COVERAGE_RCFILE="$OUT/coveragerc"
 TMP="${TMPDIR:-/tmp}"

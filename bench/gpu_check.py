@@ -230,13 +230,15 @@ def fallback(table, cfg, run, kind):
     rows, tokens = CASES[kind][-1]
     batch, adv, plans = case_batch(run, rows, tokens, PROMPT[kind], cfg["vocab_size"])
     times, lams, memory_of = [], [], engines.gpu_memory
-    for full in (False, True, True):  # the forced pass twice: the host block is made once, then reused
-        engines.gpu_memory = (lambda accel: (0, 80 << 30)) if full else memory_of  # full: no free memory
-        t = delta.clock(run)
-        batch["old_logp"], _, features = delta.score(run, batch, adv, plans, True)
-        times.append(delta.clock(run) - t)
-        lams.append(delta.delta_weights(run, dict(batch=batch, adv=adv, features=features, stats={})))
-    engines.gpu_memory = memory_of
+    try:
+        for full in (False, True, True):  # the forced pass twice: the host block is made once, then reused
+            engines.gpu_memory = (lambda accel: (0, 80 << 30)) if full else memory_of  # full: no free memory
+            t = delta.clock(run)
+            batch["old_logp"], _, features = delta.score(run, batch, adv, plans, True)
+            times.append(delta.clock(run) - t)
+            lams.append(delta.delta_weights(run, dict(batch=batch, adv=adv, features=features, stats={})))
+    finally:  # the seam answers truly again, whatever stopped the section (its budget)
+        engines.gpu_memory = memory_of
     host = features[0].device.type == "cpu" and getattr(run, "host_features", None) is not None
     table.add("fallback", "scoring: features on the device / in host memory, seconds",
               f"{times[0]:.3f} / {times[2]:.3f}", f"{rows} x {tokens:,}; the features in the host block: {host}")
