@@ -588,8 +588,16 @@ def test_direction_of_a_batch_against_itself_has_cosine_one(tiny):
             lines.append(dict(kind="direction", batch=b, algo=algo, **direction.read_dots(params, v, d)))
         flip = {k: [-x for x in lines[-1][k]] for k in ("dots", "pdots", "ppdots")}  # the opposite direction
         lines += [dict(lines[-1], algo="lam_top"), dict(lines[-1], algo="lam_bottom", **flip)]
+    # a third batch in which lam_bottom has no direction (its half all of advantage 0): left out of its figures and
+    # its differences only, never out of the others'
+    third = [dict(x, batch=2) for x in lines if x.get("batch") == 1]
+    lines += [x if x["algo"] != "lam_bottom" else dict(x, g2=0.0, pg2=0.0, dots=[0.0] * 4, pdots=[0.0] * 4,
+                                                       ppdots=[0.0] * 4) for x in third]
     f = direction.figures(lines)
+    assert f["batches"] == [0, 1, 2] and f["without"] == {"lam_bottom": 1}
+    assert f["table"][("delta", "raw")]["cosine - dapo"][4] == 3 and f["ordering"][4] == 2
     assert f["ordering"][:2] == pytest.approx((2.0, 0.0), abs=1e-5)  # lam_top - lam_bottom: 1 - (-1)
+    assert f["table"][("lam_bottom", "raw")]["cosine"][0] == pytest.approx(-1.0, abs=1e-5)
     norm = float(v[0].double().norm())
     assert f["signal2"] == pytest.approx(f["gE2"], rel=1e-5)
     for view in ("raw", "AdamW"):

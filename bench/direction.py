@@ -405,43 +405,50 @@ def figures(lines):
         rows[(x["batch"], x["algo"])] = x  # a later line of a pair replaces an earlier one
     algos = list(dict.fromkeys(x["algo"] for x in rows.values()))
     batches = sorted({b for b, _ in rows})
-    # the batches every algorithm has, with a direction (a batch whose groups are all zero-spread has none)
-    common = [b for b in batches if all((b, n) in rows and rows[(b, n)]["g2"] > 0 for n in algos)]
-    cells = {}
+    # the batches measured for every algorithm (a batch still being measured is left out)
+    common = [b for b in batches if all((b, n) in rows for n in algos)]
+    cells, have = {}, {}  # per algorithm: [M, P] cells over `common`, NaN rows where it has no direction
     for name in algos:
         xs = [rows[(b, name)] for b in common]
         if not xs:
             continue
-        norm = torch.tensor([x["g2"] for x in xs], dtype=torch.float64).sqrt()[:, None]  # [M, 1]
+        have[name] = torch.tensor([x["g2"] > 0 for x in xs])  # [M] a batch whose tokens all have weight 0 has none
+        norm = torch.tensor([x["g2"] if x["g2"] > 0 else float("nan") for x in xs], dtype=torch.float64).sqrt()[:, None]
         dots = torch.tensor([x["dots"] for x in xs], dtype=torch.float64)  # [M, 2P]
         views = {"raw": dict(cosine=dots[:, :P] / norm / math.sqrt(gE2), gain=dots[:, :P] / norm,
                              margin=dots[:, P:] / norm)}
         if pre and all("pg2" in x for x in xs):
-            pnorm = torch.tensor([x["pg2"] for x in xs], dtype=torch.float64).sqrt()[:, None]
+            pnorm = torch.tensor([x["pg2"] if x["g2"] > 0 else float("nan") for x in xs], dtype=torch.float64).sqrt()
             pd = torch.tensor([x["pdots"] for x in xs], dtype=torch.float64)
             ppd = torch.tensor([x["ppdots"] for x in xs], dtype=torch.float64)
-            views["AdamW"] = dict(cosine=ppd[:, :P] / pnorm / math.sqrt(pE2), gain=pd[:, :P] / pnorm,
-                                  margin=pd[:, P:] / pnorm)
+            views["AdamW"] = dict(cosine=ppd[:, :P] / pnorm[:, None] / math.sqrt(pE2), gain=pd[:, :P] / pnorm[:, None],
+                                  margin=pd[:, P:] / pnorm[:, None])
         cells[name] = views
     out = dict(settings=settings, E=E, P=P, gE2=gE2, signal2=signal2, batches=common, dropped=len(batches) -
-               len(common), algos=[n for n in algos if n in cells], table={})
+               len(common), algos=[n for n in algos if n in cells], table={},
+               without={n: int((~h).sum()) for n, h in have.items() if not h.all()})
     margined = [p for p in range(P) if mgr[p, p] > 0]  # parts with both right and wrong responses
+
+    def paired(a, b, x, y):  # a - b over the batches where both have a direction: (mean, se, one-sided p, df, M)
+        both = have[a] & have[b]
+        m, se, df = crossed(x[both] - y[both]) if both.sum() > 1 else (float("nan"),) * 3
+        return m, se, t_sf(m / se, df) if se > 0 and df > 0 else float("nan"), df, int(both.sum())
+
     for name, views in cells.items():
         for view, metrics in views.items():
             row = {}
             for metric, x in metrics.items():
                 x = x[:, margined] if metric == "margin" else x
-                row[metric] = crossed(x) if x.numel() else (float("nan"),) * 3
+                row[metric] = crossed(x[have[name]]) if x.numel() and have[name].sum() > 1 else (float("nan"),) * 3
                 if name != "dapo" and x.numel():
                     base = cells["dapo"][view][metric]
-                    m, se, df = crossed(x - (base[:, margined] if metric == "margin" else base))
-                    row[metric + " - dapo"] = (m, se, t_sf(m / se, df) if se > 0 and df > 0 else float("nan"), df)
+                    row[metric + " - dapo"] = paired(name, "dapo", x, base[:, margined] if metric == "margin" else base)
             out["table"][(name, view)] = row
     if {"lam_top", "lam_bottom"} <= set(cells):  # the paper's ordering of the lam subsets (Sec. 5), paired
-        m, se, df = crossed(cells["lam_top"]["raw"]["cosine"] - cells["lam_bottom"]["raw"]["cosine"])
-        out["ordering"] = (m, se, t_sf(m / se, df) if se > 0 and df > 0 else float("nan"), df)
-    if "dapo" in cells and len(common) > 1:  # the power calculation's inputs, from DAPO's arm alone
-        x = cells["dapo"]["raw"]["cosine"]
+        out["ordering"] = paired("lam_top", "lam_bottom", cells["lam_top"]["raw"]["cosine"],
+                                 cells["lam_bottom"]["raw"]["cosine"])
+    if "dapo" in cells and have["dapo"].sum() > 1:  # the power calculation's inputs, from DAPO's arm alone
+        x = cells["dapo"]["raw"]["cosine"][have["dapo"]]
         sd, se_E = float(x.mean(1).std()), float(x.mean(0).std()) / math.sqrt(P)
         z = 1.6449 + 0.8416  # one-sided 0.05, power 0.8
         need = lambda d: math.ceil((z * sd / d) ** 2) if d > 0 else "-"  # noqa: E731
@@ -457,13 +464,13 @@ def verdict(f):
         return f"{q} not measured (--algos has no delta: a pilot)"
     if CONTROL not in f["algos"]:
         return f"{q} cannot tell (no positive control: add {CONTROL} to --algos)"
-    m, se, p, _ = f["table"][(CONTROL, "raw")]["cosine - dapo"]
+    m, se, p = f["table"][(CONTROL, "raw")]["cosine - dapo"][:3]
     if not p < LEVEL:
         return (f"{q} cannot tell (positive control failed: {CONTROL} - dapo cosine {m:+.4f}, se {se:.4f}, one-sided "
                 f"p = {p:.3f})")
-    m, se, p, _ = f["table"][("delta", "raw")]["cosine - dapo"]
+    m, se, p, _, M = f["table"][("delta", "raw")]["cosine - dapo"]
     return (f"{q} {'yes' if p < LEVEL else 'no'} (delta - dapo cosine {m:+.4f}, se {se:.4f}, one-sided p = {p:.3f}, "
-            f"{len(f['batches'])} batches; the positive control passed)")
+            f"{M} batches; the positive control passed)")
 
 
 def report(lines, out=sys.stdout):
@@ -474,10 +481,13 @@ def report(lines, out=sys.stdout):
     print(f"E: {E['prompts']} held-out prompts x {E['group']} responses, accuracy {100 * E['accuracy']:.1f} %, "
           f"{100 * E['mixed_groups']:.0f} % of groups mixed, {P} parts; |g_E| = {math.sqrt(f['gE2']):.4g}, split-part "
           f"signal share {share:.3f} (cosines x {fix:.2f} to correct for E's noise)", file=out)
-    print(f"{len(f['batches'])} batches measured for every algorithm" + (f" ({f['dropped']} left out: no direction "
-          "in some algorithm, or not measured for all)" if f["dropped"] else ""), file=out)
+    print(f"{len(f['batches'])} batches measured for every algorithm" + (f" ({f['dropped']} not measured for all yet)"
+          if f["dropped"] else "") + "".join(f"; {n} has no direction in {k} (every token of weight 0): its figures "
+                                             "and differences over the rest" for n, k in f["without"].items()),
+          file=out)
     cell = lambda x: f"{x[0]:.4g} ± {x[1]:.2g}"  # noqa: E731
-    diff = lambda x: "-" if x is None else f"{x[0]:+.4g} ± {x[1]:.2g} (p {x[2]:.3f}, df {x[3]:.0f})"  # noqa: E731
+    diff = lambda x: "-" if x is None else (f"{x[0]:+.4g} ± {x[1]:.2g} (p {x[2]:.3f}, df {x[3]:.0f}" + (  # noqa: E731
+        f", {x[4]} batches)" if x[4] != len(f["batches"]) else ")"))
     for view in ("raw", "AdamW"):
         names = [n for n in f["algos"] if (n, view) in f["table"]]
         if not names:
