@@ -370,7 +370,7 @@ def test_coefficients_stream_the_features_in_chunks(dtype):
 
 def test_gradient_checkpointing_acts_in_the_update(tiny):
     """--gradient_checkpointing checkpoints every decoder layer of the update's forward, through the real path:
-    a model as load_model returns it (eval mode, as from_pretrained leaves it), prepared as delta.prepare prepares it."""
+    a model as load_model returns it (eval mode, as from_pretrained leaves it), prepared as delta.prepare does."""
     model, tok = checkpoints.load_model(tiny, torch.device("cpu"))
     assert not model.training
     checkpoints.enable_checkpointing(model)

@@ -586,7 +586,7 @@ def test_eval_edges_no_other_test_takes(tiny, tmp_path):
     assert evaluation.choice_letter(None) is None and evaluation.simple_evals_letter(3) is None
     assert evaluation.code_timeout([{"question": "1+1?", "answer": "2"}], "math500", None) is None
     args = evaluation.EvalArgs(model=tiny, answer_format="answer_line", instruction="Say it.")
-    trained = {"answer_format": "boxed", "instruction": "Box it."}  # rewards.py's one rule for "auto", as eval.py uses it
+    trained = {"answer_format": "boxed", "instruction": "Box it."}  # the one rule for "auto", as eval.py uses it
     given = rewards.prompt_settings(args.answer_format, args.instruction, [], "math", trained)
     assert given == ("answer_line", "Say it.")
     assert rewards.prompt_settings("auto", "auto", [], "math", trained) == ("boxed", "Box it.")
