@@ -1055,7 +1055,9 @@ class TestsNames(dict):
 def source_imports(program, packages):
     """{name: (module, attribute or None)}: what the program's source imports at its top level (in if, try and
     with blocks too) from the standard library or `packages`, the last import of a name winning; read from its
-    syntax tree, never from what its process binds."""
+    syntax tree, never from what its process binds. A module as written (`import numpy as np`); an attribute only
+    under its own name (`from datetime import datetime`: an alias is the program's choice of what the tests' name
+    means, never followed); a standard-library module's name only for that module itself."""
     found = {}
 
     def visit(body):
@@ -1064,13 +1066,15 @@ def source_imports(program, packages):
                 found.update({a.asname or a.name.split(".")[0]: (a.name if a.asname else a.name.split(".")[0], None)
                               for a in node.names})
             elif isinstance(node, ast.ImportFrom) and not node.level:
-                found.update({a.asname or a.name: (node.module, a.name) for a in node.names if a.name != "*"})
+                found.update({a.asname or a.name: None if a.asname else (node.module, a.name) for a in node.names
+                              if a.name != "*"})
             elif not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
                 for field in ("body", "orelse", "finalbody", "handlers"):
                     visit(getattr(node, field, None) or [])
     with contextlib.suppress(SyntaxError, ValueError, RecursionError):
         visit(ast.parse(program).body)
-    return {k: v for k, v in found.items() if importable(v[0], packages)}
+    return {k: v for k, v in found.items() if v and importable(v[0], packages) and not (
+        k in sys.stdlib_module_names and v[1] is None and v[0] != k)}
 
 
 def importable(module, packages):
@@ -1190,6 +1194,7 @@ BINARY = ("add", "sub", "mul", "matmul", "truediv", "floordiv", "mod", "pow", "l
 FILE_ATTRS = ("read", "readline", "readlines", "write", "writelines", "flush", "seek", "tell", "close", "closed",
               "readable", "writable", "seekable", "encoding", "errors", "newlines", "mode", "name")
 TESTS_ANSWER = {"call": None, "getattr": FILE_ATTRS, "op": ("iter", "next", "enter", "exit")}
+NAMES = ("__name__", "__qualname__", "__module__", "__doc__")  # the only __x__ attributes the program answers: text
 NUMPY_DTYPES = {"b1", "i1", "i2", "i4", "i8", "u1", "u2", "u4", "u8", "f2", "f4", "f8", "c8", "c16"}
 
 
@@ -1226,6 +1231,24 @@ def attributes(x):
                 out[s] = getattr(x, s)
     out.update(getattr(x, "__dict__", None) or {})
     return out
+
+
+def json_like(tag, data):
+    """Whether a call's value of a VALUES tag could equal an expected JSON value, and costs the host (which decodes
+    it unconfined) no more than its size: no set; a mapping only with text keys (integer keys may collide in a
+    hash by design); an exact number of at most 2,048 characters."""
+    pairs = data[1] if tag == "defaultdict" else data
+    if tag in ("dict", "Counter", "OrderedDict", "defaultdict"):
+        return type(pairs) is list and all(type(p) is list and p and type(p[0]) is str for p in pairs)
+    return tag not in ("set", "frozenset") and (tag != "Fraction" or len(str(data)) <= 2048)
+
+
+def plain_attribute(cls, name):
+    """Whether a copy may set `name` on an instance of `cls`: an identifier not of the form __x__ that names no
+    method, property or other descriptor of the class (a record never covers its class's own code)."""
+    found = next((c.__dict__[name] for c in cls.__mro__ if name in c.__dict__), None) if type(name) is str else 0
+    return type(name) is str and name.isidentifier() and name[:2] != "__" and (
+        type(found) is types.MemberDescriptorType or not hasattr(type(found), "__get__"))  # a slot is data
 
 
 def raised_by_tests(e):
@@ -1373,15 +1396,16 @@ class Channel:
     def answer(self, op, obj, rest, kw):
         """What one side computes for the other: the tests' side, TESTS_ANSWER on an object it lent; the program's
         side any use of its objects, by name of its module for "global"; "state": its class and the classes it is
-        an instance of, as handles, and its attributes when its class is the program's own (else None: it equals
-        itself only)."""
+        an instance of, as handles, and its attributes when its class is the program's own and defines equality
+        (a dataclass; else None: it equals itself only, as an object without __eq__ does)."""
         if op == "call":
             return obj(*rest, **kw)
         if op == "global":
             return self.module[obj]
         if op == "state":
             cls = type(obj)
-            own = cls.__module__ == "solution" and not any(c in TAGS for c in cls.__mro__)
+            own = cls.__module__ == "solution" and cls.__eq__ is not object.__eq__ and not any(c in TAGS for c in
+                                                                                                cls.__mro__)
             return [self.lend(cls)["h"], [self.lend(c)["h"] for c in cls.__mro__], attributes(obj) if own else None]
         if op in ("getattr", "setattr"):
             return getattr(obj, rest[0]) if op == "getattr" else setattr(obj, rest[0], rest[1])
@@ -1402,8 +1426,9 @@ class Channel:
     # ------------------------------------------------------------------ what the tests share with the program
     def share(self, source, names, packages):
         """The tests' side, before the tests run: what is copied to the program's process before each request in
-        which it changed, and never read back: the tests' bindings of the program's `names` (a helper stubbed by
-        assignment), their patches (unittest.mock's, or by assignment) of builtins, sys.stdin and sys.argv and of the
+        which it changed, and never read back: the tests' bindings of the program's `names` to a callable (a helper
+        stubbed by assignment, as a handle the program may call; their data, generators and other objects never),
+        their patches (unittest.mock's, or by assignment) of builtins, sys.stdin and sys.argv and of the
         modules their source names (imported here now, as they were), random's state (when they name random), and
         the names of their classes (whose instances cross as records)."""
         modules = {"builtins"}
@@ -1430,7 +1455,8 @@ class Channel:
         patch = [[m, k, v] for d, m in s["watched"] for k, v in list(d.items()) if s["unpatched"].get((m, k)) != id(v)
                  and not k.startswith("_")] + [["sys", k, getattr(sys, k)] for k in ("stdin", "argv")
                                                if s["unpatched"][("sys", k)] != id(getattr(sys, k))]
-        now = {"names": {k: ns[k] for k in s["names"] if k in ns and ns[k] is not s["base"][k]}, "patch": patch,
+        now = {"names": {k: ns[k] for k in s["names"] if k in ns and ns[k] is not s["base"][k] and callable(ns[k])},
+               "patch": patch,
                "classes": sorted(k for k, v in ns.items() if isinstance(v, type) and v.__module__ == "tests")}
         if s["random"]:
             now["random"] = random.getstate()
@@ -1484,7 +1510,7 @@ class Channel:
             self.made = [self.instance(*e) for e in table]
             for x, (_, data) in zip(self.made, table):
                 for k, v in data.items() if type(data) is dict else ():
-                    if type(k) is not str or k[:2] == "__":
+                    if not plain_attribute(type(x), k):
                         raise ValueError("not an attribute")
                     object.__setattr__(x, k, self.dec(v))
         except ChannelBroken:
@@ -1553,6 +1579,8 @@ class Channel:
         if isinstance(x, type) and issubclass(x, BaseException):
             base = next((b.__name__ for b in x.__mro__ if BUILTIN_ERRORS.get(b.__name__) is b), "Exception")
             return {"exc": [self.lend(x)["h"] if self.sock else 0, x.__qualname__, base]}
+        if isinstance(x, BaseException) and depth <= 100:
+            return {"raised": self.enc(self.error(x), depth + 1)}
         if self.tests and BUILTIN_NAMES.get(id(x)) and vars(builtins).get(BUILTIN_NAMES[id(x)]) is x:
             return {"builtin": BUILTIN_NAMES[id(x)]}
         if self.tests and isinstance(x, types.ModuleType):
@@ -1595,6 +1623,10 @@ class Channel:
             return from_numpy(x)
         if tag in ("builtin", "module") and not self.tests:  # the program's own, by the tests' name for it
             return vars(builtins)[x] if tag == "builtin" else importlib.import_module(x)
+        if tag == "raised":  # an exception as a value (returned, or an argument), made as a raised one is
+            return self.exception(self._dec(x))
+        if self.sock is None and self.tests and not json_like(tag, x):  # the host, decoding a call's value
+            raise ValueError("no JSON value equals it")
         return VALUES[tag][2](x, self._dec)
 
     # ------------------------------------------------------------------ exceptions
@@ -1628,7 +1660,7 @@ class Channel:
             e = cls.__new__(cls)
             e.args = args
         for k, v in (err.get("attrs") if type(err.get("attrs")) is dict else {}).items():
-            if type(k) is str and k.isidentifier() and not k.startswith("_"):
+            if plain_attribute(cls, k) and not k.startswith("_"):
                 with contextlib.suppress(Exception):
                     setattr(e, k, v)
         return e
@@ -1663,7 +1695,7 @@ class Ref:
         object.__setattr__(self, "_h", h)
 
     def __getattr__(self, name):
-        if (name[:2] == "__" and name[-2:] == "__") or not (self._ch.tests or name in FILE_ATTRS):
+        if (name[:2] == "__" and name[-2:] == "__" and name not in NAMES) or not (self._ch.tests or name in FILE_ATTRS):
             raise AttributeError(name)  # never asked
         return self._ch.request("getattr", self, name)
 

@@ -544,9 +544,9 @@ HONEST_LANGUAGE = {  # (program, tests): honest programs that use the language, 
         "import contextlib, io, sys\nsys.stdin = io.StringIO('2\\n3 4 5\\n')\nbuf = io.StringIO()\n"
         "with contextlib.redirect_stdout(buf):\n    main()\nsys.stdin = sys.__stdin__\n"
         "assert buf.getvalue() == '7\\n'"),
-    "module-level state the function changes, and the tests set": (
+    "module-level state the function changes": (
         "log = []\ncount = 0\ndef record(x):\n    global count\n    log.append(x)\n    count += 1\n    return count",
-        "record(1)\nrecord(2)\nassert log == [1, 2]\ncount = 10\nassert record(3) == 11 and log[-1] == 3"),
+        "record(1)\nrecord(2)\nassert log == [1, 2] and count == 2\nassert record(3) == 3 and log[-1] == 3"),
     "operators on the program's objects": (
         "from dataclasses import dataclass\n@dataclass\nclass Vector:\n    x: int\n    y: int\n"
         "    def __add__(self, o):\n        return Vector(self.x + o.x, self.y + o.y)\n"
@@ -626,6 +626,8 @@ RULE_NAMES = {  # (program, tests): names the tests look up
         "def check(c):\n    assert c(1, 2) == want(1, 2)\ncheck(add)\ndef want(a, b):\n    return a + b"),
     "a global the tests read before assigning it, bound by the program": (
         WRONG + "expected = 0", "assert add(1, 2) == expected\nexpected = 3"),
+    "an attribute imported under a standard-library module's name": (
+        WRONG + "from unittest.mock import call as math", "assert math.isclose(add(0.1, 0.2), 0.3)"),
 }
 RULE_NAMES_HONEST = {
     "math used by the tests, imported by the program only": ("import math\n" + ADD,
@@ -646,38 +648,48 @@ def test_names_the_tests_use_resolve_on_their_side():
     assert reference == [1.0] * len(RULE_NAMES) + [1.0, 1.0, 0.0], dict(zip(names, reference))
 
 
-RULE_BINDINGS = {  # (program, tests): the tests' bindings, read back from the program's process by the last design
+RULE_BINDINGS = {  # (program, tests): the tests' bindings, handed to the program (read back, by the last design)
     "the tests' loop variable, rebound by the program during the call": (
         "expected = None\ndef add(a, b):\n    global expected\n    expected = 0\n    return 0",
         "for (a, b), expected in [((1, 2), 3), ((2, 2), 4)]:\n    assert add(a, b) == expected"),
     "the tests' import, rebound by the program during the call": (
         "isclose = None\ndef add(a, b):\n    global isclose\n    isclose = lambda *a, **k: True\n    return 0",
         "from math import isclose\ntotal = add(0.1, 0.2)\nassert isclose(total, 0.3)"),
+    "the tests' expected value, read by the program": (
+        "expected = None\ndef add(a, b):\n    return expected",
+        "for (a, b), expected in [((1, 2), 3), ((2, 2), 4)]:\n    assert add(a, b) == expected"),
+    "the tests' generator of cases, drained by the program": (
+        "cases = None\nseen = {}\ndef square(x):\n    for a, b in cases:\n        seen[a] = b\n"
+        "    return seen.get(x, 0)", "cases = ((i, i * i) for i in range(10))\nfor x, y in cases:\n"
+                                   "    assert square(x) == y"),
 }
-RULE_BINDINGS_HONEST = {  # the tests' bindings reach the program as copies
+RULE_BINDINGS_HONEST = {  # a stub of a helper reaches the program as a handle it may call
     "a helper stubbed by plain assignment": (
         "def fetch(x):\n    raise RuntimeError('no network here')\ndef double_fetch(x):\n    return 2 * fetch(x)",
         "fetch = lambda x: x + 1\nassert double_fetch(3) == 8"),
-    "module state the tests set": ("count = 0\ndef bump():\n    global count\n    count += 1\n    return count",
-                                   "count = 10\nassert bump() == 11 and bump() == 12 and count == 10"),
+    "module state the tests set (listed in docs/security.md: the program never sees it)": (
+        "count = 0\ndef bump():\n    global count\n    count += 1\n    return count",
+        "count = 10\nassert bump() == 11"),
 }
 
 
 def test_the_tests_bindings_are_never_handed_over_or_read_back():
-    """Class 2 of issue 49: what the tests bind stays theirs; the program gets copies (a stubbed helper as a handle
-    it may call), never the live binding, and nothing is read back. Each hack scores 0 where the reference harness
-    (the control) pays 1 (the last design: 1, 1); the honest programs score 1, as under the reference, but for the
-    tests that read their own `count` after the program changed it (10 here, 12 there: listed in docs/security.md)."""
+    """Class 2 of issue 49: what the tests bind stays theirs: a callable they bind to one of the program's names (a
+    stubbed helper) reaches the program as a handle it may call, their data, generators and imports never, and
+    nothing is read back. Each hack scores 0 where the reference harness (the control) pays 1 (the last design: 1
+    each); the stub scores 1, as there; the tests' value of the program's `count` does not reach it (0, 1 there)."""
     items = [*RULE_BINDINGS.values(), *RULE_BINDINGS_HONEST.values()]
     got, reference = verdicts([(p, {"assert": t}) for p, t in items])
     names = [*RULE_BINDINGS, *RULE_BINDINGS_HONEST]
-    assert got == [0.0] * len(RULE_BINDINGS) + [1.0] * len(RULE_BINDINGS_HONEST), dict(zip(names, got))
-    assert reference == [1.0] * len(RULE_BINDINGS) + [1.0, 0.0], dict(zip(names, reference))
+    assert got == [0.0] * len(RULE_BINDINGS) + [1.0, 0.0], dict(zip(names, got))
+    assert reference == [1.0] * len(items), dict(zip(names, reference))
 
 
 QUIET = ("class Quiet:\n    def __enter__(self):\n        return self\n    def __exit__(self, *exc):\n"
          "        return True\n")
-RULE_PROTOCOLS = {  # (program, tests, the honest program the same tests pass)
+INTERVAL = ("class Interval:\n    def __init__(self, a, b):\n        self.a, self.b = a, b\n"
+            "    def overlaps(self, other):\n        return self.a < other.b and other.a < self.b\n")
+RULE_PROTOCOLS = {  # (program, tests, the honest program the same tests pass; a setup of INTERVAL where named)
     "membership answered by the program": (
         "class All:\n    def __contains__(self, x):\n        return True\ndef divisors(n):\n    return All()",
         "assert 3 in divisors(12) and 4 in divisors(12) and 5 not in divisors(12) or 6 in divisors(12)",
@@ -700,6 +712,17 @@ RULE_PROTOCOLS = {  # (program, tests, the honest program the same tests pass)
         "def apply(f, x):\n    try:\n        f(x)\n    except Exception:\n        pass\n    return x",
         "def check(x):\n    if x != 3:\n        raise ValueError('wrong')\nassert apply(check, 5) == 5",
         "def apply(f, x):\n    f(x - 2)\n    return x"),
+    "two objects of the program's class without __eq__, equal by the attributes its process reports": (
+        "class P:\n    _store = {}\n    def __init__(self, x, y):\n        P._store[id(self)] = (x, y)\n"
+        "    x = property(lambda s: P._store[id(s)][0])\n    y = property(lambda s: P._store[id(s)][1])\n"
+        "def mid(a, b):\n    return P(0, 0)", "assert mid(P(0, 0), P(2, 4)) == P(1, 2)",
+        "from dataclasses import dataclass\n@dataclass\nclass P:\n    x: int\n    y: int\n"
+        "def mid(a, b):\n    return P((a.x + b.x) // 2, (a.y + b.y) // 2)"),
+    "a copy of the setup's object whose attribute covers its class's method": (
+        INTERVAL + "def merge(xs):\n    out = [Interval(0, 1), Interval(0, 5)]\n    for r in out:\n"
+                   "        r.overlaps = lambda o: False\n    return out",
+        "m = merge([Interval(0, 5)])\nassert len(m) == 2 and not any(x.overlaps(y) for x, y in zip(m, m[1:]))",
+        INTERVAL + "def merge(xs):\n    return [Interval(0, 1), Interval(2, 5)]"),
     "a special method numpy looks up, answered by the program": (
         "class Arr:\n    @property\n    def __array_interface__(self):\n"
         "        return {'shape': (3,), 'typestr': '<i8', 'version': 3, 'data': b''.join(i.to_bytes(8, 'little') "
@@ -710,16 +733,19 @@ RULE_PROTOCOLS = {  # (program, tests, the honest program the same tests pass)
 
 
 def test_protocols_are_decided_on_the_tests_side():
-    """Class 2 of issue 49: membership, truth, a record's equality and a special-method lookup are computed on the
-    tests' side over data, and an exception their code raises counts whatever the program does with it (its
-    __exit__, its except). Each hack scores 0 (the last design: 1 each), where the reference harness (the control)
-    pays 1 but for the fields (its dataclass compares them itself: 0); the honest programs score 1, as there."""
-    items = [(p, {"assert": t}) for p, t, _ in RULE_PROTOCOLS.values()]
-    honest = [(h, {"assert": t}) for _, t, h in RULE_PROTOCOLS.values()]
+    """Class 3 of issue 49: membership, truth, equality (of a dataclass over its fields; of the program's objects
+    without __eq__ by identity), a copy's attributes (never over its class's methods) and a special-method lookup
+    are decided on the tests' side over data, and an exception their code raises counts whatever the program does
+    with it (its __exit__, its except). Each hack scores 0 (the last design: 1 each, but 0 for the objects without
+    __eq__, which it compared by identity too), where the reference harness (the control) pays 1 but for the fields
+    and the objects without __eq__ (its own comparisons: 0); the honest programs score 1, as there."""
+    spec = lambda p, t: dict({"assert": t}, **({"setup": INTERVAL} if p.startswith(INTERVAL) else {}))
+    items = [(p, spec(p, t)) for p, t, _ in RULE_PROTOCOLS.values()]
+    honest = [(h, spec(h, t)) for _, t, h in RULE_PROTOCOLS.values()]
     got, reference = verdicts(items + honest)
     names = [*RULE_PROTOCOLS, *(f"honest: {k}" for k in RULE_PROTOCOLS)]
     assert got == [0.0] * len(items) + [1.0] * len(honest), dict(zip(names, got))
-    assert reference == [1.0, 1.0, 0.0, 1.0, 1.0, 1.0] + [1.0] * len(honest), dict(zip(names, reference))
+    assert reference == [1.0, 1.0, 0.0, 1.0, 1.0, 0.0, 1.0, 1.0] + [1.0] * len(honest), dict(zip(names, reference))
 
 
 RULE_IDIOMS = {  # (program, spec): honest test idioms that two processes with two uids and forwarding broke
@@ -759,6 +785,13 @@ RULE_IDIOMS = {  # (program, spec): honest test idioms that two processes with t
     "an entry point named like a standard-library module": (
         "def statistics(xs):\n    return (min(xs), max(xs))",
         {"assert": "assert statistics([3, 1, 2]) == (1, 3)", "entry_point": "statistics"}),
+    "a decorated function's name, and an exception returned as a value": (
+        "import functools\ndef logged(f):\n    @functools.wraps(f)\n    def g(*a):\n        return f(*a)\n"
+        "    return g\n"
+        "@logged\ndef fib(n):\n    return n if n < 2 else fib(n - 1) + fib(n - 2)\n"
+        "def check(x):\n    return None if x >= 0 else ValueError('negative', x)",
+        {"assert": "assert fib.__name__ == 'fib' and fib(10) == 55\nr = check(-2)\n"
+                   "assert isinstance(r, ValueError) and r.args == ('negative', -2) and check(1) is None"}),
     "a mock's side effect that the program handles": (
         "import json\ndef load(s):\n    try:\n        return json.loads(s)\n    except ValueError:\n"
         "        return None",
@@ -802,8 +835,11 @@ def test_operations_a_daemon_first_a_thread_s_zygote_and_the_proc_view():
     """Classes 5 and 6 of issue 49. A correct program that daemonizes before it defines its function scores 1 in
     call and assert mode, 4 times each (the last design: assert mode 0 in about half the runs: the fork that ran on
     served the channel too), and its processes end with the item. A grading thread's zygote is killed and reaped
-    when the thread ends (the last design left a zombie). Inside, /proc holds only the item's processes, and
-    /proc/<pid>/net, with its host-wide socket counters, is visible: docs/security.md lists it as not covered."""
+    when the thread ends (the last design left a zombie). A call's value that the host decodes unconfined costs no
+    more than its size (a set whose integers share a hash: refused, where this design's first version spent 6.6 s
+    of the host's CPU on it; a Fraction of 1.6 million bits: refused).
+    Inside, /proc holds only the item's processes, and /proc/<pid>/net, with its host-wide socket counters, is
+    visible: docs/security.md lists it as not covered."""
     specs = [{"assert": "assert add(1, 2) == 3"}, CALL]
     items = [(fence(pre + ADD), spec) for pre in DAEMON_FIRST.values() for spec in specs for _ in range(4)]
     assert rewards.score_batch([p for p, _ in items], [s for _, s in items], "code", timeout=20) == [1.0] * len(items)
@@ -820,6 +856,12 @@ def test_operations_a_daemon_first_a_thread_s_zygote_and_the_proc_view():
     gc.collect()
     time.sleep(0.5)
     assert zygotes and not os.path.exists(f"/proc/{zygotes[0]}"), open(f"/proc/{zygotes[0]}/status").read()[:200]
+    hashes, big = ("def f(x):\n    P = (1 << 61) - 1\n    return {k * P + 5 for k in range(1, 34000)}",
+                   "from fractions import Fraction\ndef f(x):\n    return Fraction((1 << 1_600_000) + 1, 3)")
+    for program in (hashes, big):  # call mode: a value the host would decode at a cost its size does not bound
+        t = time.process_time()  # this process's CPU (it decodes the results); the program's is the item's
+        assert rewards.code_reward(fence(program), {"fn_name": "f", "inputs": [[1]], "outputs": [[1]]}) == 0.0
+        assert time.process_time() - t < 1, program  # (this design's first version: 6.6 s for the set)
     seen = sandboxed("import os\nprint(sorted(os.listdir('/proc')), 'TCP:' in open('/proc/self/net/sockstat').read())")
     entries, sockstat = seen[0]["out"].rsplit(" ", 1)
     assert sockstat.strip() == "True" and set(ast.literal_eval(entries)) <= {"self", "thread-self"} | set(
