@@ -1001,12 +1001,13 @@ def run_tests(ch, secret, req):
     if type(names) is not list or not all(type(k) is str for k in names):
         raise ch.broke("no names")
     setup, tests, entry = runnable_alone(secret.get("setup") or ""), secret["assert"], req.get("entry_point")
-    ours = set(names) - bound_names(setup) - bound_names(tests) | ({entry} & set(names))
+    theirs = bound_names(tests)
+    ours = set(names) - bound_names(setup) - theirs | ({entry} & set(names))
     ch.ns = ns = {"__name__": "tests"}
     ns["__builtins__"] = TestsNames(ch, entry, ours, source_imports(req["program"], req["packages"]))
     exec(compile(setup, "setup.py", "exec"), ns)
     ns.pop(entry, None)  # the program's, through TestsNames (a prompt binds it to a bare signature)
-    ch.share(tests, bound_names(tests) & set(names) - {entry}, req["packages"])
+    ch.share(tests, theirs & set(names) - {entry}, req["packages"])
     unittest_run = watch_unittest() if "unittest" in setup + tests else {}
     exec(compile(tests, "tests.py", "exec"), ns)
     return not (ch.broken or ch.failed or unittest_run.get("incomplete"))
