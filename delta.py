@@ -26,6 +26,7 @@ import contextlib
 import dataclasses
 import datetime
 import gc
+import inspect
 import json
 import math
 import os
@@ -363,7 +364,9 @@ def score(run, batch, adv, plans, features):
         ids, am, Rm = micro_batch(batch, rows)
         with autocast(device, bf16_compute(a, device)):
             out = response_logprobs(run.train_model, ids, am, Rm, a.temperature, a.head_chunk_tokens,
-                                    with_entropy=True)
+                                    with_entropy=True, share_prompts=not run.sharding.sharded)
+            # a group's prompt forwarded once; not under FSDP, where every forward gathers and the ranks' counts of
+            # forwards must agree (one rank's micro-batch may repeat no prompt)
         logp, ent, hidden = (x[:len(rows)] for x in out)  # [b, Rm] (b = 0: an empty micro-batch)
         old_logp[rows, :Rm], entropy[rows, :Rm] = logp.float(), ent.float()
         if features:  # DelTA departs from DAPO here: the same forward yields v, Eq. D
@@ -619,15 +622,19 @@ def micro_batch(batch, rows):
 
 
 def response_logprobs(model, input_ids, attention_mask, R, temperature, chunk_tokens=2048, checkpoint=False,
-                      with_entropy=False, extra=None):
+                      with_entropy=False, extra=None, share_prompts=False):
     """One forward of `model` (plain, DDP or FSDP): log pi(o_t) [b, R] at temperature T for the last R
     tokens, their entropy [b, R] (zeros unless asked) and the LM head's inputs h [b, R, H] (Eq. D's h).
     extra: a dict that receives the model's own auxiliary loss, "aux_loss" (an MoE's load balancing, which HF
-    computes when the config sets output_router_logits), or None."""
+    computes when the config sets output_router_logits), or None. share_prompts (no gradient): rows with the same
+    prompt run on one forward of it (prompt_cache), the same values to fp32 rounding."""
     position_ids = (attention_mask.long().cumsum(1) - 1).clamp(min=0)  # [b, P + R] as generate sets them
+    cache = prompt_cache(model, input_ids, attention_mask, input_ids.shape[1] - R - 1) if share_prompts else {}
+    start = input_ids.shape[1] - R - 1 if cache else 0  # the cache holds every prompt token but the last
     with sliced_lm_head(model, input_ids[:, -R:], temperature, chunk_tokens, checkpoint, with_entropy) as head:
-        out = model(input_ids=input_ids, attention_mask=attention_mask.long(), position_ids=position_ids,
-                    logits_to_keep=R + 1, use_cache=False)
+        out = model(input_ids=input_ids[:, start:], attention_mask=attention_mask.long(),
+                    position_ids=position_ids[:, start:], logits_to_keep=R + 1, use_cache=False, **cache,
+                    **(router_off(model) if cache else {}))
     if extra is not None:
         extra["aux_loss"] = getattr(out, "aux_loss", None)
     stats = out.logits  # [b, R, 2]
@@ -771,8 +778,9 @@ class Accelerator:
 
 
 class HFSampler:
-    """HF `generate` on the training model, in calls of at most --gen_max_tokens tokens (the KV cache), as
-    many on every rank (FSDP gathers in each). It draws from torch's global generator (checkpoints save it)."""
+    """Sampling on the training model (decode: HF's forward on its KV cache, each prompt forwarded once a group),
+    in calls of at most --gen_max_tokens tokens (the KV cache), as many on every rank (FSDP gathers in each). It
+    draws from torch's global generator (checkpoints save it)."""
 
     def __init__(self, args, model, tok, eos, sharding):
         self.args, self.model, self.tok, self.eos, self.sharding = args, model, tok, eos, sharding
@@ -782,8 +790,6 @@ class HFSampler:
     def generate(self, prompt_ids, temperature, n=1, seed=0):
         a, model, pad = self.args, self.model, self.tok.pad_token_id
         ids = [p for p in prompt_ids for _ in range(n)]
-        kw = dict(do_sample=True, temperature=temperature, top_p=a.top_p, top_k=a.top_k) if temperature > 0 else {}
-        cfg = GenerationConfig(max_new_tokens=a.max_new_tokens, eos_token_id=self.eos, pad_token_id=pad, **kw)
         per_call = max(1, a.gen_max_tokens // (max(map(len, ids), default=1) + a.max_new_tokens))
         calls = torch.tensor([math.ceil(len(ids) / per_call)], device=self.device)
         if self.sharding.group is not None:
@@ -797,11 +803,91 @@ class HFSampler:
                 x = torch.tensor([[pad] * (P - len(p)) + p for p in chunk], device=self.device)  # [n, P]
                 am = torch.tensor([[0] * (P - len(p)) + [1] * len(p) for p in chunk], device=self.device)
                 with autocast(self.device, self.sharding.bf16):
-                    out = model.generate(input_ids=x, attention_mask=am, generation_config=cfg)  # [n, P + R_call]
+                    out = decode(model, x, am, a.max_new_tokens, self.eos, pad, temperature, a.top_p, a.top_k)
                 if c * per_call < len(ids):  # a call made only to keep the ranks in step returns nothing
-                    responses += [r[:a.max_new_tokens] for r in out[:, P:].tolist()]
+                    responses += out.tolist()  # [n, R'] ending in pad after an eos
         model.train(was_training)
         return responses, None
+
+
+def decode(model, input_ids, attention_mask, max_new_tokens, eos, pad, temperature, top_p=1.0, top_k=0):
+    """Up to max_new_tokens tokens after each left-padded prompt of input_ids [n, P], sampled (or greedy at
+    temperature 0) as HF's generate samples them, a forward a token on the model's own KV cache, whose prompt
+    part holds each distinct prompt forwarded once (prompt_cache). Stops when every row has an eos: [n, R']."""
+    n, P = input_ids.shape
+    name, device = cache_keyword(model), input_ids.device
+    cache = prompt_cache(model, input_ids, attention_mask, P - 1).get(name)
+    start = 0 if cache is None else P - 1  # the tokens cached
+    am = torch.cat([attention_mask.long(), attention_mask.new_ones(n, max_new_tokens).long()], 1)  # [n, P + T]
+    position = (am.cumsum(1) - 1).clamp(min=0)  # as generate sets them
+    tokens, done, eos, out = input_ids[:, start:], torch.zeros(n, dtype=torch.bool, device=device), \
+        torch.tensor(eos, dtype=torch.long, device=device), []
+    for t in range(max_new_tokens):
+        end = P + t
+        step = model(input_ids=tokens, attention_mask=am[:, :end], position_ids=position[:, start:end],
+                     cache_position=torch.arange(start, end, device=device), use_cache=True, logits_to_keep=1,
+                     **({} if cache is None else {name: cache}), **router_off(model))
+        cache = step[name]
+        token = torch.where(done, pad, next_tokens(step.logits[:, -1].float(), temperature, top_p, top_k))  # [n]
+        out.append(token)
+        done |= torch.isin(token, eos)
+        if bool(done.all()):
+            break
+        tokens, start = token[:, None], end
+    return torch.stack(out, 1)
+
+
+def next_tokens(logits, temperature, top_p=1.0, top_k=0):
+    """A token a row from logits [n, V]: argmax at temperature 0, else a draw from softmax(logits / T) restricted
+    as HF's warpers restrict it (top-k, then the smallest set of top-p mass, at least one token), by the inverse
+    of its CDF at one uniform a row (torch.multinomial draws V exponentials a row: most of a CPU decode step)."""
+    if temperature <= 0:
+        return logits.argmax(-1)
+    logits = logits / temperature
+    if 0 < top_k < logits.shape[-1]:
+        logits = logits.masked_fill(logits < logits.topk(top_k).values[:, -1:], -math.inf)
+    if top_p < 1.0:
+        ascending, order = logits.sort(-1)
+        drop = ascending.softmax(-1).cumsum(-1) <= 1 - top_p
+        drop[:, -1] = False
+        logits = logits.masked_fill(drop.scatter(-1, order, drop), -math.inf)
+    cdf = logits.softmax(-1).cumsum(-1)  # [n, V]
+    u = torch.rand(len(cdf), 1, device=cdf.device) * cdf[:, -1:]
+    return torch.searchsorted(cdf, u, right=True).squeeze(-1).clamp(max=cdf.shape[-1] - 1)
+
+
+def prompt_cache(model, input_ids, attention_mask, upto):
+    """The KV cache of input_ids[:, :upto] [n, upto] with each distinct row forwarded once and its cache repeated
+    for the rows that share it (a group's G responses share their prompt), as {name: cache} for the model's
+    keyword; {} (nothing run) when no row repeats or upto is 0. The rows after `upto` then run on it: the same
+    attention over the same keys, so the same outputs to fp32 rounding."""
+    index, first, owner = {}, [], []  # a distinct row's index, the first row of each, each row's distinct row
+    for i, row in enumerate(map(tuple, input_ids[:, :upto].tolist())):
+        if row not in index:
+            index[row] = len(first)
+            first.append(i)
+        owner.append(index[row])
+    if upto < 1 or len(first) == len(owner):
+        return {}
+    rows = torch.tensor(first, device=input_ids.device)  # [u]
+    ids, am = input_ids[rows, :upto], attention_mask[rows, :upto].long()  # [u, upto]
+    name = cache_keyword(model)
+    out = model(input_ids=ids, attention_mask=am, position_ids=(am.cumsum(1) - 1).clamp(min=0), use_cache=True,
+                logits_to_keep=1, **router_off(model))
+    cache = out[name]
+    cache.reorder_cache(torch.tensor(owner, device=input_ids.device))  # [u, ...] -> [n, ...]
+    return {name: cache}
+
+
+def cache_keyword(model):
+    """The keyword of a model's KV cache: transformers 5.2x renamed past_key_values to cache."""
+    return "cache" if "cache" in inspect.signature(type(unwrap(model)).forward).parameters else "past_key_values"
+
+
+def router_off(model):
+    """An MoE's load-balancing loss off (HF computes it over the attention mask's tokens, which a forward on a
+    cache does not all run): for the forwards that need no loss."""
+    return {"output_router_logits": False} if getattr(unwrap(model).config, "output_router_logits", False) else {}
 
 
 class DDP:
@@ -840,7 +926,7 @@ class DDP:
 
 
 def make_sampler(args, model, tok, source, sharding, rank=0, optimizer=None):
-    """HF generate, or with --vllm a vLLM engine per rank, built from the folder `source`, that receives `model`'s
+    """HFSampler (HF's forward, decode()), or with --vllm a vLLM engine per rank, built from the folder `source`, that receives `model`'s
     weights before every generation when given a model (eval.py samples from `source` as it is)."""
     if not args.vllm:
         return HFSampler(args, model, tok, eos_ids(source, tok), sharding)
@@ -1165,13 +1251,13 @@ def arg(default, help):
 
 
 @dataclass
-class SamplerArgs:  # what the sampler reads (HF generate or vLLM): delta.py's rollouts, eval.py's samples (EvalArgs)
+class SamplerArgs:  # what the sampler reads (HFSampler or vLLM): delta.py's rollouts, eval.py's samples (EvalArgs)
     temperature: float = arg(1.0, "sampling temperature; training log-probs use logits / temperature")
     top_p: float = arg(1.0, "nucleus sampling (the paper's rollouts: 1.0)")
     top_k: int = arg(0, "top-k sampling, 0 = off (the paper's rollouts: off)")
     max_new_tokens: int = arg(0, "response length limit; 0: 64 on embedded tasks; a --dataset sets it (paper: 20480)")
     max_prompt_length: int = arg(0, "delta.py drops longer prompts at load time; 0: the longest prompt (paper: 2048)")
-    gen_max_tokens: int = arg(65536, "tokens of one generate call on one rank: sequences x (prompt + max_new_tokens)")
+    gen_max_tokens: int = arg(65536, "tokens of one HF sampling call on one rank: sequences x (prompt + max_new_tokens)")
     precision: str = arg("auto", "auto: bf16 compute on GPU, fp32 on CPU | bf16 (on CPU too: the GPU's dtypes) | fp32")
     vllm: bool = arg(False, "sample with a colocated vLLM engine (requirements-vllm.txt)")
     vllm_gpu_memory: float = arg(0.0, "share of GPU memory vLLM takes (weights, KV cache); 0 = what the trainer leaves")
