@@ -926,8 +926,9 @@ class DDP:
 
 
 def make_sampler(args, model, tok, source, sharding, rank=0, optimizer=None):
-    """HFSampler (HF's forward, decode()), or with --vllm a vLLM engine per rank, built from the folder `source`, that receives `model`'s
-    weights before every generation when given a model (eval.py samples from `source` as it is)."""
+    """HFSampler (HF's forward, decode()), or with --vllm a vLLM engine per rank, built from the folder `source`,
+    that receives `model`'s weights before every generation when given a model (eval.py samples from `source` as
+    it is)."""
     if not args.vllm:
         return HFSampler(args, model, tok, eos_ids(source, tok), sharding)
     return engines().VLLMSampler(args, model, tok, eos_ids(source, tok), sharding, rank, source, optimizer)
@@ -1257,7 +1258,7 @@ class SamplerArgs:  # what the sampler reads (HFSampler or vLLM): delta.py's rol
     top_k: int = arg(0, "top-k sampling, 0 = off (the paper's rollouts: off)")
     max_new_tokens: int = arg(0, "response length limit; 0: 64 on embedded tasks; a --dataset sets it (paper: 20480)")
     max_prompt_length: int = arg(0, "delta.py drops longer prompts at load time; 0: the longest prompt (paper: 2048)")
-    gen_max_tokens: int = arg(65536, "tokens of one HF sampling call on one rank: sequences x (prompt + max_new_tokens)")
+    gen_max_tokens: int = arg(65536, "tokens of one sampling call on one rank: sequences x (prompt + max_new_tokens)")
     precision: str = arg("auto", "auto: bf16 compute on GPU, fp32 on CPU | bf16 (on CPU too: the GPU's dtypes) | fp32")
     vllm: bool = arg(False, "sample with a colocated vLLM engine (requirements-vllm.txt)")
     vllm_gpu_memory: float = arg(0.0, "share of GPU memory vLLM takes (weights, KV cache); 0 = what the trainer leaves")
