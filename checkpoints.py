@@ -22,6 +22,7 @@ import random
 import re
 import shutil
 import sys
+import warnings
 
 import torch
 import torch.distributed as dist
@@ -31,6 +32,7 @@ import transformers
 from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig
 
 PROMPT_FILE = "delta_prompt.json"  # saved with every model folder: the prompt settings it was trained with
+SAMPLING = ("temperature", "top_p", "top_k", "max_new_tokens")  # and the rollouts' sampling settings
 STATE = "state"  # a checkpoint's weights and AdamW state, as torch.distributed.checkpoint writes them
 
 
@@ -148,12 +150,22 @@ def load_weights(model, source, device, rank):
                                                                         broadcast_from_rank0=True))
 
 
+@contextlib.contextmanager
+def one_process_quiet():
+    """torch.distributed.checkpoint warns at every save and load in one process (no process group) that it
+    assumes one process: that is the intent here, so that one warning is silenced, nothing else."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="torch.distributed is (disabled, )?unavailable or uninitialized")
+        yield
+
+
 def load_state(path, model, optimizer=None, no_dist=True):
     """From a checkpoint: the whole `model` before sharding (every process reads every weight), or given the
     `optimizer`, AdamW's state after sharding (each process its own shards, for any process count)."""
     key, state = ("model", dcp.get_model_state_dict(model)) if optimizer is None else (
         "optimizer", dcp.get_optimizer_state_dict(model, optimizer))
-    dist_cp.load({key: state}, checkpoint_id=os.path.join(path, STATE), no_dist=no_dist)
+    with one_process_quiet():
+        dist_cp.load({key: state}, checkpoint_id=os.path.join(path, STATE), no_dist=no_dist)
     if optimizer is None:
         dcp.set_model_state_dict(model, state)
     else:
@@ -224,7 +236,9 @@ def save(run, step):
         rngs = [None] * run.world
         dist.all_gather_object(rngs, rng_state())
     state = {"model": dcp.get_model_state_dict(model), "optimizer": dcp.get_optimizer_state_dict(model, run.optimizer)}
-    dist_cp.save(state, storage_writer=dist_cp.FileSystemWriter(os.path.join(tmp, STATE), single_file_per_rank=False))
+    with one_process_quiet():
+        dist_cp.save(state, storage_writer=dist_cp.FileSystemWriter(os.path.join(tmp, STATE),
+                                                                    single_file_per_rank=False))
     if run.rank == 0:  # dist_cp.save returns on rank 0 once every rank's files and the metadata are written
         model.config.save_pretrained(tmp)
         if model.generation_config is not None:
@@ -257,4 +271,5 @@ def save_folder_files(run, folder):  # the tokenizer and the prompt settings, be
     run.tok.save_pretrained(folder)
     with open(os.path.join(folder, PROMPT_FILE), "w") as f:
         json.dump({"instruction": run.args.instruction, "answer_format": run.answer_format,
-                   "chat_template": bool(run.tok.chat_template)}, f)
+                   "chat_template": bool(run.tok.chat_template),  # and how the run sampled (eval.py's defaults)
+                   "sampling": {k: getattr(run.args, k) for k in SAMPLING}}, f)

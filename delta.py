@@ -25,6 +25,7 @@ where first needed: rewards.py (verifiers, datasets), checkpoints.py (a run's fi
 import contextlib
 import dataclasses
 import datetime
+import difflib
 import gc
 import inspect
 import json
@@ -258,7 +259,8 @@ def rl_step(run, step):
     a, algo, times = run.args, run.algo, [clock(run)]
     rows, epoch = step_prompts(run, step)  # this rank's share of the step's prompts
     batch = sample(run.sampler, [prompt_text(run.tok, r["question"], a.instruction) for r in rows], a.temperature,
-                   a.group_size, seed=((a.seed * 100_003 + step) * 101 + run.rank) * 10_007)  # 1. G responses each
+                   a.group_size, seed=((a.seed * 100_003 + step) * 101 + run.rank) * 10_007,  # 1. G responses each
+                   report=reporter(a, run.rank, f"step {step + 1}: generate"))
     correct, reward = verify(run, batch, rows)  # 2. 1 right, 0 wrong; DAPO's overlong penalty
     adv = group_advantages(reward, a.group_size, algo["scale"])  # 3. Eq. A  [N]
     times.append(clock(run))
@@ -301,11 +303,11 @@ def prompt_text(tok, question, instruction=""):
                    "user" else f"Answer: {m['content']}\n" for m in messages) + "Answer: "
 
 
-def sample(sampler, prompts, temperature, n=1, seed=0):
+def sample(sampler, prompts, temperature, n=1, seed=0, report=None):
     """n responses to each prompt, adjacent, in the rollout layout (greedy at temperature 0); the sampler's
-    log-probs, if it has them, in "sampler_logp" [N, R]."""
+    log-probs, if it has them, in "sampler_logp" [N, R]. report: the phase's progress (reporter())."""
     tok, prompt_ids = sampler.tok, [encode_prompt(sampler.tok, p) for p in prompts]
-    responses, logprobs = sampler.generate(prompt_ids, temperature, n, seed)
+    responses, logprobs = sampler.generate(prompt_ids, temperature, n, seed, **({"report": report} if report else {}))
     if not prompts:
         return None
     batch = rollout_batch([p for p in prompt_ids for _ in range(n)], responses, sampler.eos, tok.pad_token_id,
@@ -360,8 +362,10 @@ def score(run, batch, adv, plans, features):
         buffer = (engines().feature_buffer(run, n, H, dtype) if a.offload_features or run.accel.gpu
                   else torch.empty(n, H, dtype=dtype, device=device))  # [n, H]
         adv_tok, where, offset = [adv[:0]], [torch.zeros(0, dtype=torch.long, device=device)], 0
+    tick = progress(a, run.rank, "score", sum(len(rows) for groups in plans for rows in groups), "rows")
     for rows in (rows for groups in plans for rows in groups):
         ids, am, Rm = micro_batch(batch, rows)
+        tick(len(rows), int(am.sum()))
         with autocast(device, bf16_compute(a, device)):
             out = response_logprobs(run.train_model, ids, am, Rm, a.temperature, a.head_chunk_tokens,
                                     with_entropy=True, share_prompts=not run.sharding.sharded)
@@ -394,6 +398,7 @@ def update(run, batch, adv, weights, plans):
     per_rank = a.mini_batch_prompts // run.world * a.group_size  # a mini-batch's rows on each rank
     losses, sums, norms = [], torch.zeros(4, dtype=torch.float64, device=mask.device), []
     model.train()  # HF checkpoints its layers (--gradient_checkpointing) in training mode only; dropout is off
+    tick = progress(a, run.rank, "update", sum(len(rows) for groups in plans for rows in groups), "rows")
     for k, groups in enumerate(plans):  # one optimizer step per mini-batch
         block = slice(k * per_rank, (k + 1) * per_rank)  # the mini-batch's rows, before any was dropped
         count = reduce(run, row_count[block].sum().double()).clamp(min=1)  # the mini-batch's normaliser
@@ -404,6 +409,7 @@ def update(run, batch, adv, weights, plans):
             with run.sharding.no_sync(model, sync=j == len(groups) - 1):  # gradients reduced once a mini-batch
                 part, metrics = micro_batch_loss(run, batch, adv, weight, live, rows, count, seen)
                 (part.sum() * run.world).backward()
+            tick(len(rows), int(batch["attention_mask"][rows].sum()))
             loss, sums = loss + part.detach() * run.world, sums + metrics
         norms.append(optimizer_step(run, model, forwarded=bool(groups)))
         losses.append(loss)
@@ -518,6 +524,7 @@ def step_metrics(run, roll, weights, plans, losses, times):
     mask, groups, n = batch["response_mask"], reward.view(-1, a.group_size), batch["response_mask"].sum().item()
     live = mask & (adv != 0)[:, None]  # [N, R] the tokens with a gradient: token metrics of log-probs cover these
     forwarded = lambda plan: sum(len(rows) for groups in plan for rows in groups) / len(mask)
+    tokens = lambda plan: sum(int(batch["attention_mask"][rows].sum()) for groups in plan for rows in groups)
     t0, t1, t2, t3, t4 = times
     m = dict(losses)
     m.update({"reward/mean": reward.mean().item(), "reward/acc": roll["correct"].float().mean().item(),
@@ -527,7 +534,11 @@ def step_metrics(run, roll, weights, plans, losses, times):
               "rows/scored": forwarded(plans[1]), "rows/trained": forwarded(plans[0]),
               "entropy/trained": (entropy * live).sum().item() / max(1, live.sum().item()),
               "time/generate": t1 - t0, "time/score": t2 - t1,
-              "time/reward": run.reward_seconds, "time/coefficients": t3 - t2, "time/train": t4 - t3})
+              "time/reward": run.reward_seconds, "time/coefficients": t3 - t2, "time/train": t4 - t3,
+              # a process's rates: response tokens sampled, tokens (prompt and response) forwarded a second
+              "speed/generate_tokens_per_s": n / max(t1 - t0 - run.reward_seconds, 1e-9),
+              "speed/score_tokens_per_s": tokens(plans[1]) / max(t2 - t1, 1e-9),
+              "speed/train_tokens_per_s": tokens(plans[0]) / max(t4 - t3, 1e-9)})
     if not a.skip_zero_advantage or run.algo["score_all"]:  # every response scored on every rank (the same keys on
         m["entropy"] = (entropy * mask).sum().item() / n  # all ranks: all_mean reduces them as one tensor)
     if "sampler_logp" in batch:  # the sampler's and the trainer's log-probs of the sampled tokens
@@ -787,7 +798,7 @@ class HFSampler:
         self.device = sharding.device
 
     @torch.no_grad()
-    def generate(self, prompt_ids, temperature, n=1, seed=0):
+    def generate(self, prompt_ids, temperature, n=1, seed=0, report=None):
         a, model, pad = self.args, self.model, self.tok.pad_token_id
         ids = [p for p in prompt_ids for _ in range(n)]
         per_call = max(1, a.gen_max_tokens // (max(map(len, ids), default=1) + a.max_new_tokens))
@@ -795,6 +806,7 @@ class HFSampler:
         if self.sharding.group is not None:
             dist.all_reduce(calls, op=dist.ReduceOp.MAX, group=self.sharding.group)
         was_training, responses = model.training, []
+        tick = report(int(calls) * a.max_new_tokens, "decode steps", bound=True) if report else lambda k=1, tokens=0: 0
         model.eval()
         with self.sharding.gathered(model):
             for c in range(int(calls)):
@@ -803,17 +815,21 @@ class HFSampler:
                 x = torch.tensor([[pad] * (P - len(p)) + p for p in chunk], device=self.device)  # [n, P]
                 am = torch.tensor([[0] * (P - len(p)) + [1] * len(p) for p in chunk], device=self.device)
                 with autocast(self.device, self.sharding.bf16):
-                    out = decode(model, x, am, a.max_new_tokens, self.eos, pad, temperature, a.top_p, a.top_k)
+                    out = decode(model, x, am, a.max_new_tokens, self.eos, pad, temperature, a.top_p, a.top_k,
+                                 each_token=lambda rows: tick(1, rows))
+                tick(a.max_new_tokens - out.shape[1])  # the steps a call that ended early skipped
                 if c * per_call < len(ids):  # a call made only to keep the ranks in step returns nothing
                     responses += out.tolist()  # [n, R'] ending in pad after an eos
         model.train(was_training)
         return responses, None
 
 
-def decode(model, input_ids, attention_mask, max_new_tokens, eos, pad, temperature, top_p=1.0, top_k=0):
+def decode(model, input_ids, attention_mask, max_new_tokens, eos, pad, temperature, top_p=1.0, top_k=0,
+           each_token=None):
     """Up to max_new_tokens tokens after each left-padded prompt of input_ids [n, P], sampled (or greedy at
     temperature 0) as HF's generate samples them, a forward a token on the model's own KV cache, whose prompt
-    part holds each distinct prompt forwarded once (prompt_cache). Stops when every row has an eos: [n, R']."""
+    part holds each distinct prompt forwarded once (prompt_cache). Stops when every row has an eos: [n, R'].
+    each_token(rows): after each step, the count of rows that drew a token in it (progress)."""
     n, P = input_ids.shape
     name, device = cache_keyword(model), input_ids.device
     cache = prompt_cache(model, input_ids, attention_mask, P - 1).get(name)
@@ -830,7 +846,10 @@ def decode(model, input_ids, attention_mask, max_new_tokens, eos, pad, temperatu
         cache = step[name]
         token = torch.where(done, pad, next_tokens(step.logits[:, -1].float(), temperature, top_p, top_k))  # [n]
         out.append(token)
+        active = n - int(done.sum()) if each_token else 0
         done |= torch.isin(token, eos)
+        if each_token:
+            each_token(active)
         if bool(done.all()):
             break
         tokens, start = token[:, None], end
@@ -1001,6 +1020,53 @@ def clock(run):
     return time.perf_counter()
 
 
+def progress(args, rank, what, total, unit, bound=False):
+    """tick(k, tokens=0, note=""), one long phase's reporter: k more of its `total` units done (rows, responses).
+    On rank 0 with --progress, a line at most every --progress_seconds: done, the rate (tokens/s when counted),
+    and the time left at that rate (`bound`: at most that, a phase that may end early). The other ranks: nothing."""
+    if rank != 0 or not args.progress or not total:
+        return lambda k=1, tokens=0, note="": None
+    start, done = time.perf_counter(), [0, 0, 0.0]  # units, tokens, the clock at the last line
+
+    def tick(k=1, tokens=0, note=""):
+        done[0], done[1] = done[0] + k, done[1] + tokens
+        now = time.perf_counter()
+        if now - max(done[2], start) >= args.progress_seconds and 0 < done[0] < total:
+            done[2], s = now, now - start
+            rate = f"{done[1] / s:,.0f} tokens/s" if done[1] else f"{done[0] / s:.2f} {unit}/s"
+            left = duration(s * (total - done[0]) / done[0])
+            tqdm.write(f"  {what}: {done[0]:,} of {total:,} {unit} in {duration(s)}, {rate}, "
+                       f"{'at most' if bound else 'about'} {left} left{', ' + note if note else ''}", file=sys.stderr)
+    return tick
+
+
+def reporter(args, rank, what):
+    """A sampler's progress: report(total, unit, bound=False) -> progress()'s tick, the units the sampler's own
+    (HFSampler: decode steps); report.shows: whether it prints (vLLM then shows its own bar)."""
+    report = lambda total, unit, bound=False: progress(args, rank, what, total, unit, bound)
+    report.shows = rank == 0 and args.progress
+    return report
+
+
+def duration(seconds):
+    """12 s, 4 min 05 s, 2 h 03 min."""
+    s = int(round(seconds))
+    return (f"{s} s" if s < 60 else f"{s // 60} min {s % 60:02d} s" if s < 3600 else
+            f"{s // 3600} h {s % 3600 // 60:02d} min")
+
+
+@contextlib.contextmanager
+def announced(args, rank, what):
+    """A start-up phase without a count of its own (a model read, vLLM's start): a line before it and its time
+    after, on rank 0 with --progress."""
+    say, t = rank == 0 and args.progress, time.perf_counter()
+    if say:
+        print(f"{what} ...", file=sys.stderr, flush=True)
+    yield
+    if say:
+        print(f"{what}: done in {duration(time.perf_counter() - t)}", file=sys.stderr, flush=True)
+
+
 def reduce(run, x, op=dist.ReduceOp.SUM):
     """x all-reduced over the run's process group (in one process, x itself)."""
     if run.group is not None:
@@ -1024,8 +1090,10 @@ def evaluate(run, step, temperature=0.0, n=1, limit=None, answered=None):
     mine, seed = run.eval_rows[:limit][run.rank::run.world], run.args.seed * 7919 + step
     with torch.random.fork_rng(devices=run.accel.rng_devices()):
         torch.manual_seed(seed + run.rank)
+        what = f"evaluate (step {step})" if step >= 0 else "warm start: evaluate"
         batch = sample(run.sampler, [prompt_text(run.tok, r["question"], run.args.instruction) for r in mine],
-                       temperature, n, seed=(seed * 101 + run.rank) * 10_007)
+                       temperature, n, seed=(seed * 101 + run.rank) * 10_007,
+                       report=reporter(run.args, run.rank, what))
     golds, texts = [r["answer"] for r in mine for _ in range(n)], decode_responses(run.tok, batch) if mine else []
     fmt = run.answer_format
     right = sum(rewards().score_batch(texts, golds, run.reward, run.args.reward_timeout or None,
@@ -1097,11 +1165,14 @@ def prepare(args):
             tasks().build_tiny(source, args.seed)
         if world > 1:
             dist.barrier()
-    model, tok = checkpoints().load_model(source, device, meta=world > 1)  # dropout off; read once a node
+    with announced(args, rank, f"model: {source}, its config" + (" (the weights are read once sharded)" if world > 1
+                                                                  else " and weights")):
+        model, tok = checkpoints().load_model(source, device, meta=world > 1)  # dropout off; read once a node
     if args.gradient_checkpointing:
         checkpoints().enable_checkpointing(model)
     run = make_run(args, model, tok, source, rank, world, device, train_rows, eval_rows)
     run.log, run.close_log, run.step, run.resumed = log, close_log, state["step"] if state else 0, bool(state)
+    catch_stop(run)  # from here a signal stops the run at the end of a warm-start or RL step
     restore_or_seed(run, state, ckpts[-1] if state else None)
     return run
 
@@ -1123,13 +1194,24 @@ def train(run):
     SIGTERM, after the step), the final model; then the processes taken down in the order that cannot hang."""
     a, step = run.args, run.step
     total_steps = 0 if a.warm_start_only else a.max_steps or a.epochs * (len(run.train_rows) // a.prompts_per_step)
+    catch_stop(run)
+    if stopped(run):  # a signal in the start or the warm start: nothing to save, RL had not begun
+        if run.rank == 0:
+            where = f" (the warm start at {run.warm_state})" if run.warm_state else ""
+            print(f"\ninterrupted before RL's first step{where}: no checkpoint is written before it; the same command "
+                  "starts the run over", file=sys.stderr)
+        return close(run)
     if a.warm_start_only:
         checkpoints().save_model(run, os.path.join(a.output_dir, "final"))
     elif not run.resumed:
+        if run.rank == 0:
+            tokens = len(run.eval_rows) * (1 + a.eval_samples) * a.max_new_tokens
+            print(f"evaluation at step 0: {len(run.eval_rows)} held-out problems greedy"
+                  f"{f' and {a.eval_samples} samples each' if a.eval_samples else ''}, up to {a.max_new_tokens:,} "
+                  f"new tokens a response ({tokens:,} tokens at most, over {run.world} process(es))" +
+                  (f"; its progress every {a.progress_seconds:g} s gives the rate and the time left" if a.progress
+                   else ""), file=sys.stderr, flush=True)
         run.log(dict(step=0, **evaluation(run, 0)))
-    stop = []
-    for sig in (signal.SIGINT, signal.SIGTERM):  # finish the step, save, exit
-        signal.signal(sig, lambda *_: stop.append(1))
     quiet = run.rank != 0 or not a.progress or not total_steps
     bar = tqdm(total=total_steps, initial=step, desc=a.run_name, disable=quiet)  # rank 0's progress bar
     while step < total_steps:
@@ -1138,12 +1220,13 @@ def train(run):
         if a.eval_every and step % a.eval_every == 0 or step == total_steps:
             m.update(evaluation(run, step))
         run.log(dict(m, step=step))
+        warn_truncation(run, m, step)
         bar.update(1)
         bar.set_postfix(acc=f"{m['reward/acc']:.2f}", eval=f"{m.get('eval/accuracy', float('nan')):.3f}")
-        stopped = reduce(run, torch.tensor([float(len(stop))], device=run.device)).item() > 0
-        if stopped or (a.save_every and step % a.save_every == 0):
+        interrupted = stopped(run)
+        if interrupted or (a.save_every and step % a.save_every == 0):
             checkpoints().save(run, step)
-        if stopped:
+        if interrupted:
             if run.rank == 0:
                 print(f"\ninterrupted: checkpoint at step {step} in {a.output_dir}; continue with --resume",
                       file=sys.stderr)
@@ -1154,6 +1237,31 @@ def train(run):
         if a.save_every == 0 or step % a.save_every:
             checkpoints().save(run, step)
     close(run)
+
+
+def catch_stop(run):
+    """SIGINT and SIGTERM append to run.stop: the warm start and each RL step finish their step, then train ends."""
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: run.stop.append(1))
+
+
+def stopped(run):
+    """Whether any rank was signalled (every rank calls it at the same point: a collective)."""
+    return reduce(run, torch.tensor([float(len(run.stop))], device=run.device)).item() > 0
+
+
+def warn_truncation(run, m, step):
+    """Most responses cut at --max_new_tokens: the reward is mostly DAPO's overlong penalty, the run learns length.
+    Said on the first such step, then every 10th step it lasts."""
+    a, share = run.args, m["response/truncated"]
+    run.truncated_steps += share > 0.5
+    if share > 0.5 and run.rank == 0 and run.truncated_steps % 10 == 1:
+        penalty = (f"; DAPO's overlong penalty starts at {a.max_new_tokens - a.overlong_buffer} (--overlong_buffer "
+                   f"{a.overlong_buffer})" if run.algo["overlong"] else "")
+        tqdm.write(f"warning: step {step}: {100 * share:.0f} % of the responses reached --max_new_tokens "
+                   f"{a.max_new_tokens} and were cut{penalty}, so the update mostly trains on length: raise "
+                   "--max_new_tokens (on the command line, which overrides a recipe) or give shorter tasks",
+                   file=sys.stderr)
 
 
 def close(run):
@@ -1181,21 +1289,26 @@ def make_run(args, model, tok, source, rank=0, world=1, device=torch.device("cpu
     sharding = engines().FSDP2(world, device, bf16, Accelerator(device)) if args.fsdp else DDP(world, device, bf16)
     counts = engines().param_counts(model) if sharding.accel.gpu or args.offload_features else None  # before wrap
     meta = next(model.parameters()).is_meta  # load_model(meta=True): the weights are read once, here
-    if meta and not sharding.sharded:  # DDP wraps whole tensors (and broadcasts rank 0's again)
-        checkpoints().load_weights(model, source, device, rank)
-    train_model = sharding.wrap(model, args)
-    if meta and sharding.sharded:  # FSDP2 shards the meta tensors: each rank makes and fills its shards only
-        checkpoints().load_weights(model, source, device, rank)
+    with announced(args, rank, f"weights: rank 0 reads {source}, the {world} processes receive them") if meta else \
+            contextlib.nullcontext():
+        if meta and not sharding.sharded:  # DDP wraps whole tensors (and broadcasts rank 0's again)
+            checkpoints().load_weights(model, source, device, rank)
+        train_model = sharding.wrap(model, args)
+        if meta and sharding.sharded:  # FSDP2 shards the meta tensors: each rank makes and fills its shards only
+            checkpoints().load_weights(model, source, device, rank)
     run = types.SimpleNamespace(args=args, algo=ALGOS[args.algo], rank=rank, world=world, device=device, tok=tok,
                                 accel=sharding.accel, model=model, train_model=train_model, sharding=sharding,
                                 group=sharding.group, train_rows=train_rows, eval_rows=eval_rows, reward_stats={},
                                 reward=kind if args.reward == "auto" else args.reward,  # "auto" (tests, benches)
                                 answer_format=rewards().prompt_settings(args.answer_format, "", (), kind)[0],
                                 reward_seconds=0.0, router_coef=router_loss_coef(model.config), param_counts=counts,
-                                source=source, hooks=[engines().dump_rollout] if args.dump_rollouts_every else [])
+                                source=source, hooks=[engines().dump_rollout] if args.dump_rollouts_every else [],
+                                stop=[], warm_state="", truncated_steps=0)  # signals, the warm start, warnings
     run.optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=args.weight_decay)
     # --vllm: the sampler makes AdamW's state first, then vLLM sizes itself by what the trainer leaves
-    run.sampler = make_sampler(args, model, tok, source, sharding, rank, run.optimizer)
+    with announced(args, rank, "vLLM: the engine's start, its memory profile and CUDA graphs") if args.vllm else \
+            contextlib.nullcontext():
+        run.sampler = make_sampler(args, model, tok, source, sharding, rank, run.optimizer)
     return run
 
 
@@ -1264,6 +1377,8 @@ class SamplerArgs:  # what the sampler reads (HFSampler or vLLM): delta.py's rol
     vllm_gpu_memory: float = arg(0.0, "share of GPU memory vLLM takes (weights, KV cache); 0 = what the trainer leaves")
     vllm_max_batched_tokens: int = arg(8192, "tokens vLLM schedules in one forward (also sizes its profiling peak)")
     vllm_max_model_len: int = arg(0, "vLLM's maximum sequence length; 0 = max_prompt_length + max_new_tokens")
+    progress: bool = arg(True, "on rank 0: the steps' bar, and inside each long phase a line with its rate and ETA")
+    progress_seconds: float = arg(30.0, "seconds between a long phase's progress lines (--progress)")
 
 
 @dataclass
@@ -1276,7 +1391,8 @@ class Args(SamplerArgs):
     resume: bool = arg(False, "continue from the newest checkpoint in output_dir")
     report_to: str = arg("none", "none | tensorboard | wandb: also log the metrics there (optional packages)")
     reward: str = arg("auto", "math: the final answer | code: the rows' tests, sandboxed | auto: code for test specs")
-    answer_format: str = arg("auto", "boxed | answer_line ('Answer: X') | last_number; auto: as prompts ask, or boxed")
+    answer_format: str = arg("auto", "boxed | answer_line ('Answer: X') | last_number | hashes ('#### X'); auto: as "
+                                     "the prompts ask, else boxed")
     reward_timeout: float = arg(0.0, "seconds per response for its verdict; 0: rewards.py's (math 5, code 10)")
     # --- model and data
     model: str = arg("", "hub id or local path; empty: a tiny Qwen3 built in code (the offline default)")
@@ -1344,7 +1460,6 @@ class Args(SamplerArgs):
     save_every: int = arg(50, "checkpoint every N steps (0 = only at the end and on Ctrl-C)")
     keep_checkpoints: int = arg(2, "newest checkpoints kept on disk")
     dump_rollouts_every: int = arg(0, "save rollout-<step>.pt every N steps, for bench/rollouts.py (0 = never)")
-    progress: bool = arg(True, "tqdm progress bar on rank 0")
 
     def __post_init__(self):  # the embedded tasks' responses are short; a dataset's limit is the user's to set
         self.max_new_tokens = self.max_new_tokens or (0 if self.dataset else 64)
@@ -1375,8 +1490,8 @@ def validate_args(a: Args, world_size: int = 1) -> None:
                  "vllm_max_batched_tokens", "dist_timeout_minutes"):
         need(getattr(a, name) > 0, f"--{name} {getattr(a, name)} must be > 0")
     for name in ("max_steps", "save_every", "eval_every", "dump_rollouts_every", "eval_samples", "K", "lam_min",
-                 "max_prompt_length", "delta_gamma", "top_k", "vllm_max_model_len", "is_cap", "clip_high",
-                 "vllm_gpu_memory", "reward_timeout"):
+                 "progress_seconds", "max_prompt_length", "delta_gamma", "top_k", "vllm_max_model_len", "is_cap",
+                 "clip_high", "vllm_gpu_memory", "reward_timeout"):
         need(getattr(a, name) >= 0, f"--{name} {getattr(a, name)} must be >= 0")
     need(a.group_size >= 2, f"--group_size {a.group_size}: group advantages need at least 2 responses per prompt")
     for name in ("prompts_per_step", "mini_batch_prompts", "sft_batch_size"):
@@ -1455,6 +1570,11 @@ def fit_prompts(args, tok, train_rows, eval_rows):
     return kept
 
 
+PEER_NAMES = {"--learning_rate": "--lr", "--num_generations": "--group_size", "--max_completion_length":
+              "--max_new_tokens", "--model_name_or_path": "--model", "--num_train_epochs": "--epochs",
+              "--max_prompt_len": "--max_prompt_length"}  # TRL's and verl's names of delta.py's flags
+
+
 def parse_args(argv=None) -> Args:
     """Command-line flags, after an optional .json / .yaml file of them (a recipe: recipes/*.yaml) that they
     override: `delta.py recipes/qwen3-8b-deepmath.yaml --output_dir runs/x`."""
@@ -1469,7 +1589,16 @@ def parse_args(argv=None) -> Args:
             raise ArgumentError(f"{argv[0]}: no such arguments: {', '.join(unknown)} (python delta.py --help)")
         parser.set_defaults(**values)  # a string is parsed as on the command line, as argparse does for defaults
         argv = argv[1:]
-    return parser.parse_args_into_dataclasses(argv)[0]
+    args, rest = parser.parse_args_into_dataclasses(argv, return_remaining_strings=True)
+    if rest:  # one line naming it, not HfArgumentParser's traceback
+        first = rest[0]
+        if first.endswith((".json", ".yaml", ".yml")):
+            raise ArgumentError(f"{first}: a recipe comes first, before any flag (python delta.py {first} --flag ...)")
+        names, flag = [f"--{f.name}" for f in dataclasses.fields(Args)], first.split("=")[0]
+        near = [PEER_NAMES[flag]] if flag in PEER_NAMES else difflib.get_close_matches(flag, names, n=1, cutoff=0.6)
+        raise ArgumentError(f"{first}: no such argument{f' (did you mean {near[0]}?)' if near else ''}; "
+                            "python delta.py --help lists them")
+    return args
 
 
 if __name__ == "__main__":

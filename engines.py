@@ -385,9 +385,10 @@ class VLLMSampler:
             self.wake("kv_cache")
         self.engine.reset_prefix_cache()
 
-    def generate(self, prompt_ids, temperature, n=1, seed=0):
+    def generate(self, prompt_ids, temperature, n=1, seed=0, report=None):
         """n responses to each prompt, each prompt sent once with SamplingParams(n) so its group stays
-        adjacent, with a seed of its own (seed + i n). Returns token ids and their log-probs."""
+        adjacent, with a seed of its own (seed + i n). Returns token ids and their log-probs. report: delta.reporter;
+        one that prints (rank 0, --progress) turns on vLLM's own bar (its rate and what is left)."""
         from vllm import SamplingParams
         from vllm.inputs import TokensPrompt
 
@@ -399,7 +400,8 @@ class VLLMSampler:
                                  stop_token_ids=self.eos, seed=seed + i * n, detokenize=False)  # ids are enough
                   for i in range(len(prompt_ids))]
         prompts = [TokensPrompt(prompt_token_ids=p) for p in prompt_ids]
-        outs = self.engine.generate(prompts, params, use_tqdm=False) if prompt_ids else []
+        shows = bool(getattr(report, "shows", False))
+        outs = self.engine.generate(prompts, params, use_tqdm=shows) if prompt_ids else []
         if self.sleeps:
             self.engine.sleep(level=2)
         if self.parking is not None:

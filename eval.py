@@ -10,8 +10,8 @@
 Writes DIR/results.json (per benchmark: avg@n, pass@k for k = 1, 2, 4, ..., n, maj@n for math, the
 standard error of avg@n, num_problems, mean_length, truncated; plus their average over the benchmarks)
 and DIR/samples.jsonl (one record per sample), and prints a markdown table in the layout of the
-paper's Table 1. A model folder written by delta.py carries the prompt settings it was trained with
-(delta_prompt.json); they are the default here.
+paper's Table 1. A model folder written by delta.py carries the prompt settings it was trained with and how its
+run sampled (delta_prompt.json: temperature, top_p, top_k, max_new_tokens); they are the default here, and said.
 """
 import datetime
 import json
@@ -465,7 +465,8 @@ def sample_benchmark(sampler, rows, kind, args, instruction, name="data", fmt="b
     n, tok = args.n_samples, sampler.tok
     mine = [(p, s) for p in range(len(rows)) for s in range(n)][rank::world]
     prompts = [prompt_text(tok, rows[p], kind, name, args, instruction) for p, _ in mine]
-    batch = delta.sample(sampler, prompts, args.temperature, 1, seed=(args.seed * 101 + rank) * 1_000_003)
+    batch = delta.sample(sampler, prompts, args.temperature, 1, seed=(args.seed * 101 + rank) * 1_000_003,
+                         report=delta.reporter(args, rank, f"{name}: sample"))
     records = []
     if mine:
         texts = delta.decode_responses(tok, batch)
@@ -638,10 +639,28 @@ def main(args: EvalArgs):
     return results
 
 
-if __name__ == "__main__":
+def parse_args(argv=None):
+    """EvalArgs from the command line. A model folder written by delta.py also holds how its run sampled
+    (delta_prompt.json): those settings replace eval.py's defaults (the paper's evaluation) unless given as flags,
+    and the output says which came from where."""
     from transformers import HfArgumentParser
 
+    argv = sys.argv[1:] if argv is None else list(argv)
+    args = HfArgumentParser(EvalArgs).parse_args_into_dataclasses(argv)[0]
+    given = {a[2:].split("=")[0].replace("-", "_") for a in argv if a.startswith("--")}
+    trained = trained_prompt(args.model).get("sampling", {}) if args.model and os.path.isdir(args.model) else {}
+    taken = {k: v for k, v in trained.items() if k in checkpoints.SAMPLING and k not in given}
+    for k, v in taken.items():
+        setattr(args, k, v)
+    if trained and int(os.environ.get("RANK", "0")) == 0:
+        said = ", ".join(f"{k} {getattr(args, k)}" + ("" if k in taken else " (a flag)") for k in checkpoints.SAMPLING)
+        print(f"sampling: {said}; as {args.model} was trained, from its {checkpoints.PROMPT_FILE}, except flags "
+              f"(the paper's evaluation: --temperature 1.0 --top_p 0.7 --max_new_tokens 30000)", file=sys.stderr)
+    return args
+
+
+if __name__ == "__main__":
     try:
-        main(HfArgumentParser(EvalArgs).parse_args_into_dataclasses()[0])
+        main(parse_args())
     except (delta.ArgumentError, rewards.DataError) as e:  # CodeSpecError is a DataError
         sys.exit(f"eval.py: error: {e}")

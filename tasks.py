@@ -102,7 +102,12 @@ def warm_start(run, log, trainer):
     gen, per_rank = torch.Generator().manual_seed(a.seed + 1), a.sft_batch_size // run.world
     check = TASKS[a.task].get("sft_check")  # held-out problems the stopping rule samples (code: sandbox cost)
     acc, step = t.evaluate(run, -1, a.temperature, limit=check), 0
+    tick = t.progress(a, run.rank, "warm start", a.sft_max_steps, "steps", bound=True)  # ends at the target
     while acc < a.sft_target_acc and step < a.sft_max_steps:
+        if t.stopped(run):  # SIGINT or SIGTERM: train() says so and ends; nothing is saved before RL's first step
+            run.warm_state = (f"step {step} of at most {a.sft_max_steps}, sample accuracy {acc:.2f} of the target "
+                              f"{a.sft_target_acc:.2f}")
+            return
         idx = torch.randint(len(run.train_rows), (a.sft_batch_size,), generator=gen)
         rows = [run.train_rows[i] for i in idx[run.rank * per_rank:(run.rank + 1) * per_rank]]
         prompts = [t.encode_prompt(tok, t.prompt_text(tok, r["question"], a.instruction)) for r in rows]
@@ -116,4 +121,5 @@ def warm_start(run, log, trainer):
         step += 1
         if step % 10 == 0:
             acc = t.evaluate(run, -1 - step, a.temperature, limit=check)
+        tick(1, note=f"sample accuracy {acc:.2f} of the target {a.sft_target_acc:.2f}")
     log({"step": 0, "sft/steps": step, "sft/sample_accuracy": acc})

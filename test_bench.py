@@ -396,6 +396,13 @@ def test_step_time_model(tmp_path):
     assert steptime.step_minutes(cfg, args, 8, h100, 256, 10240, mfu=(0.2, 0.8))["score"] == pytest.approx(
         2 * base["score"])
     assert base["generate"] > base["update"] > base["score"]  # decode dominates at a mean response of 10,240
+    slow = steptime.step_minutes(cfg, args, 8, h100, 256, 10240, attention_mfu=(0.1, 0.1), preemption=0.2)
+    assert slow["generate"] == pytest.approx(1.2 * base["generate"]) and slow["score"] > base["score"]
+    assume = {k: v for k, (v, _) in steptime.ASSUMPTIONS.items()}
+    low, high = steptime.step_range(cfg, args, 8, h100, 256, 10240, assume)
+    assert {k: low[k] for k in base} == pytest.approx(base)  # the low end: the optimistic model, overheads added
+    assert all(high[k] >= low[k] for k in low) and sum(high.values()) > sum(low.values())
+    assert low["checkpoint"] == pytest.approx(12 * n["total"] / 2e9 / args.save_every / 60)
     slice_cfg = dict(cfg, **gpu_check.SLICE["gpu"])
     lines = []
     for rows, tokens in gpu_check.CASES["gpu"]:  # ms per token as a GPU at MFU 0.5 / 0.25 would measure them

@@ -511,7 +511,7 @@ def test_the_sampler_forwards_each_prompt_once_and_samples_as_before(tiny, monke
     budget = 3 * n * (max(map(len, prompt_ids)) + new)  # 3 groups a call
     embedded, calls, decode = [], [], delta.decode
     hook = model.get_input_embeddings().register_forward_hook(lambda m, i, o: embedded.append(i[0].numel()))
-    monkeypatch.setattr(delta, "decode", lambda model, x, *a: calls.append(x.shape) or decode(model, x, *a))
+    monkeypatch.setattr(delta, "decode", lambda model, x, *a, **k: calls.append(x.shape) or decode(model, x, *a, **k))
     args = Args(max_new_tokens=new, gen_max_tokens=budget, top_p=1.0, top_k=0)
     sampler = delta.HFSampler(args, model, tok, [tok.eos_token_id], delta.DDP(1, torch.device("cpu")))
     greedy = sampler.generate(prompt_ids, 0.0, n)[0]
@@ -1216,7 +1216,7 @@ def test_end_to_end_runs_changes_weights_and_resumes_exactly(tmp_path):
     p = run_delta("--output_dir", b, "--resume", "--max_steps", "4", "--save_every", "2", "--eval_every", "2", *FAST)
     assert p.returncode == 0, p.stderr[-3000:]
     resumed = read_metrics(b)
-    strip = lambda r: {k: x for k, x in r.items() if not k.startswith("time/")}
+    strip = lambda r: {k: x for k, x in r.items() if not k.startswith(("time/", "speed/"))}
     assert [strip(r) for r in resumed] == [strip(r) for r in rows]
     final_b = load_file(os.path.join(b, "final", "model.safetensors"))
     assert all(torch.equal(final[k], final_b[k]) for k in final)
@@ -1259,7 +1259,7 @@ def test_torchrun_two_processes_end_to_end_and_resume(tmp_path, engine):
     p = run_delta("--output_dir", b, "--resume", "--max_steps", "2", "--eval_every", "0", "--save_every", "1", *FAST,
                   *engine, torchrun=True)
     assert p.returncode == 0, p.stderr[-3000:]
-    strip = lambda r: {k: x for k, x in r.items() if not k.startswith("time/")}
+    strip = lambda r: {k: x for k, x in r.items() if not k.startswith(("time/", "speed/"))}
     assert strip([r for r in read_metrics(b) if r["step"] == 2][0]) == strip(steps[-1])
     final, final_b = (load_file(os.path.join(d, "final", "model.safetensors")) for d in (out, b))
     assert all(torch.equal(final[k], final_b[k]) for k in final)
@@ -1360,7 +1360,7 @@ def test_two_nodes_equal_one_node_of_two_processes(tmp_path):
     p = run_delta("--output_dir", one, *common, torchrun=True)
     assert p.returncode == 0, p.stderr[-3000:]
     two_nodes("--output_dir", two, *common)
-    strip = lambda rows: [{k: x for k, x in r.items() if not k.startswith("time/")} for r in rows]
+    strip = lambda rows: [{k: x for k, x in r.items() if not k.startswith(("time/", "speed/"))} for r in rows]
     assert strip(read_metrics(two)) == strip(read_metrics(one))
     weights = lambda d: load_file(os.path.join(d, "final", "model.safetensors"))
     assert all(torch.equal(weights(one)[k], x) for k, x in weights(two).items())
@@ -1380,7 +1380,7 @@ def test_sampled_evaluation_draws_apart_from_training_and_warm_starts_are_shared
     assert run_delta("--output_dir", b, *common, "--eval_samples", "2").returncode == 0
     ra, rb = read_metrics(a), read_metrics(b)
     assert all("eval/sampled_accuracy" in r for r in rb if "eval/accuracy" in r)
-    drop = lambda r: {k: x for k, x in r.items() if not k.startswith(("time/", "eval/sampled"))}
+    drop = lambda r: {k: x for k, x in r.items() if not k.startswith(("time/", "speed/", "eval/sampled"))}
     assert [drop(r) for r in ra] == [drop(r) for r in rb]
     p = run_delta("--output_dir", warm, "--warm_start_only", *FAST)
     assert p.returncode == 0, p.stderr[-3000:]
@@ -1913,7 +1913,8 @@ def test_each_backbone_runs_delta_py_and_resumes_exactly(backbones, family, tmp_
     p = run_delta(*common, "--output_dir", cut, "--save_every", "1", "--max_steps", "1")
     assert p.returncode == 0, p.stderr[-2000:]
     assert run_delta(*common, "--output_dir", cut, "--save_every", "1", "--resume").returncode == 0
-    strip = lambda rows: [{k: v for k, v in r.items() if not k.startswith("time/")} for r in rows if r["step"] == 2]
+    strip = lambda rows: [{k: v for k, v in r.items() if not k.startswith(("time/", "speed/"))} for r in rows
+                          if r["step"] == 2]
     assert strip(read_metrics(cut)) == strip(read_metrics(whole))
     a = checkpoints.load_model(os.path.join(whole, "final"), torch.device("cpu"))[0].state_dict()
     b = checkpoints.load_model(os.path.join(cut, "final"), torch.device("cpu"))[0].state_dict()
@@ -2024,3 +2025,99 @@ def test_small_refusals_and_edges(tiny, tmp_path, monkeypatch):
     for step in (1, 2):
         checkpoints.save(run, step)
     assert checkpoints.found(run.args.output_dir) == [os.path.join(run.args.output_dir, "checkpoint-2")]
+
+
+# ------------------------------------------------------------------------------------- a run's first hour (issue 52)
+def test_a_run_says_what_it_is_doing_and_what_is_going_wrong(tiny, tmp_path, capsys):
+    """Progress inside each long phase (rate and time left), the step-0 evaluation's size before it, most responses
+    cut at --max_new_tokens told which flag to change, and a second run into the folder refused, naming --resume."""
+    data = tmp_path / "train.jsonl"
+    with open(data, "w") as f:
+        for r in tasks.addition_task(0, 0)[0][:40]:
+            f.write(json.dumps({"question": r["question"], "final_answer": r["answer"]}) + "\n")
+    out = str(tmp_path / "run")
+    flags = ["--model", tiny, "--dataset", str(data), "--eval_size", "8", "--max_steps", "1", "--output_dir", out,
+             *FAST[:8], "--max_new_tokens", "6", "--overlong_buffer", "2", "--temperature", "0.9", "--top_p", "0.95"]
+    p = run_delta(*flags, "--progress_seconds", "0")
+    assert p.returncode == 0, p.stderr[-3000:]
+    err = p.stderr
+    assert "evaluation at step 0: 8 held-out problems greedy, up to 6 new tokens a response (48 tokens" in err
+    assert err.index("evaluation at step 0") < err.index("evaluate (step 0):")  # said before it runs
+    for phase in ("evaluate (step 0):", "step 1: generate:", "score:", "update:"):
+        line = next((x for x in err.splitlines() if phase in x), None)
+        assert line is not None, (phase, err[-3000:])
+        assert re.search(r" of \d+ [a-z ]+ in \d+ s, [\d,.]+ tokens/s, (about|at most) \d+ s left", line), line
+    step = read_metrics(out)[1]
+    assert all(step[f"speed/{k}_tokens_per_s"] > 0 for k in ("generate", "score", "train")), step
+    truncated = step["response/truncated"]
+    assert truncated > 0.5 and f"{100 * truncated:.0f} % of the responses reached --max_new_tokens 6" in err
+    assert "DAPO's overlong penalty starts at 4 (--overlong_buffer 2)" in err and "raise --max_new_tokens" in err
+    again = run_delta(*flags)
+    assert again.returncode != 0 and "Traceback" not in again.stderr
+    assert f"{out} holds checkpoints of an earlier run: pass --resume to continue it, or choose another" in again.stderr
+    assert [r["step"] for r in read_metrics(out) if "reward/mean" in r] == [1]  # the first run's file untouched
+    quiet = run_delta(*flags[:-14], "--output_dir", out + "-quiet", *flags[-12:], "--progress", "false")
+    assert quiet.returncode == 0 and " left" not in quiet.stderr, quiet.stderr[-2000:]
+    # eval.py samples as the run did, and says so; a flag still overrides
+    import eval as evaluation
+    args = evaluation.parse_args(["--model", os.path.join(out, "final"), "--data", "x.jsonl", "--top_p", "0.5"])
+    assert (args.temperature, args.top_p, args.top_k, args.max_new_tokens) == (0.9, 0.5, 0, 6)
+    assert "sampling: temperature 0.9, top_p 0.5 (a flag), top_k 0, max_new_tokens 6; as " in capsys.readouterr().err
+
+
+def test_sigterm_in_the_warm_start_ends_cleanly_and_says_so(tmp_path):
+    import signal
+    import time
+
+    out = str(tmp_path / "warm")
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONWARNINGS="ignore")
+    proc = subprocess.Popen([sys.executable, "delta.py", "--output_dir", out, *FAST[:-2], "--sft_max_steps", "1500",
+                             "--sft_target_acc", "0.99", "--progress_seconds", "0"], cwd=ROOT, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    seen, deadline = "", time.time() + 300
+    while time.time() < deadline and "warm start: 3 of 1,500 steps" not in seen:  # progress lines as it warms up
+        seen += proc.stderr.readline()
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=300)
+    assert proc.returncode == 0, (seen + err)[-3000:]
+    assert re.search(r"warm start: 3 of 1,500 steps in \d+ s, [\d.]+ steps/s, at most .* left, sample accuracy", seen)
+    assert "interrupted before RL's first step (the warm start at step " in err and "Traceback" not in err
+    assert "of at most 1500, sample accuracy" in err and "starts the run over" in err
+    assert checkpoints.found(out) == [] and not os.path.exists(os.path.join(out, "final"))
+    assert not os.path.exists(os.path.join(out, "metrics.jsonl")) or "reward/mean" not in open(
+        os.path.join(out, "metrics.jsonl")).read()
+
+
+@pytest.mark.parametrize("argv, said", [
+    (["--learning_rate", "1e-5"], "delta.py: error: --learning_rate: no such argument (did you mean --lr?)"),
+    (["--output_dir", "x", "recipes/smollm2-addition.yaml"],
+     "delta.py: error: recipes/smollm2-addition.yaml: a recipe comes first, before any flag"),
+    (["--grup_size", "4"], "delta.py: error: --grup_size: no such argument (did you mean --group_size?)")])
+def test_a_wrong_flag_is_one_line_naming_it(argv, said):
+    p = run_delta(*argv)
+    assert p.returncode != 0 and p.stderr.strip().startswith(said), p.stderr[-2000:]
+    assert len(p.stderr.strip().splitlines()) == 1 and "Traceback" not in p.stderr
+
+
+def test_help_lists_every_answer_format():
+    import io
+    help_text = io.StringIO()
+    with contextlib.redirect_stdout(help_text), pytest.raises(SystemExit):
+        delta.parse_args(["--help"])
+    text = " ".join(help_text.getvalue().split())
+    start = text.index("--answer_format ANSWER_FORMAT,")  # the options' list, after the usage line
+    block = text[start:text.index("--reward_timeout", start)]
+    assert all(fmt in block for fmt in rewards.ANSWER_FORMATS), block
+
+
+def test_the_readme_snippet_runs_as_written(tmp_path):
+    """README section 3's block, as written, in a fresh interpreter in a folder holding only delta.py."""
+    text = open(os.path.join(ROOT, "README.md")).read()
+    block = re.search(r"```python\n(.*?)```", text[text.index("## 3. Copy the loss"):], re.S).group(1)
+    shutil.copy(os.path.join(ROOT, "delta.py"), tmp_path)
+    (tmp_path / "snippet.py").write_text(block)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    p = subprocess.run([sys.executable, "-s", "snippet.py"], cwd=tmp_path, env=env, capture_output=True, text=True,
+                       timeout=300)
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert re.fullmatch(r"loss -?[\d.]+, lam [\d.]+ to [\d.]+, mean 1\.000\n", p.stdout), p.stdout

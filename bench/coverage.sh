@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Line coverage of delta.py, engines.py and eval.py over the suites CI runs (.ci/run), every process included:
+# Line and branch coverage (both sides of every condition) of delta.py, checkpoints.py, engines.py and eval.py over
+# the suites CI runs (.ci/run), every process included:
 # pytest's, the torchrun ranks and mp.spawn workers the tests start (coverage's patch = subprocess), then the
 # lines no suite executes. CI does not run this; docs/scale.md lists those lines, each with its reason.
 #
@@ -8,7 +9,8 @@
 #
 # Each job runs in the python CI gives it (the venvs of .ci/real.sh, trl.sh, vllm.sh and verl.sh at their default
 # places, or REAL_VENV, TRL_VENV, VLLM_VENV, VERL_VENV); coverage 7.17.5 is installed into each. The data and the
-# report go to runs/coverage/ (report.txt: lines, executed, the missing line numbers).
+# report go to runs/coverage/ (report.txt: statements, missed, branches, partial branches, the missing lines and
+# branch arcs; <job>.log: each job's pytest output).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 JOBS=("$@")
@@ -17,6 +19,7 @@ OUT="$PWD/runs/coverage"
 rm -rf "$OUT" && mkdir -p "$OUT"
 cat > "$OUT/coveragerc" <<EOF
 [run]
+branch = true
 data_file = $OUT/.coverage
 parallel = true
 patch = subprocess
@@ -50,7 +53,8 @@ for job in "${JOBS[@]}"; do
     trl) "$PY" -m coverage run -m pytest -q -m "trl or tensorboard" test_trl.py test_engines.py ;;
     vllm) "$PY" -m coverage run -m pytest -q -m vllm ;;
     verl) OMP_NUM_THREADS=1 "$PY" -m coverage run -m pytest -q test_verl.py ;;
-  esac | tail -3
+  esac > "$OUT/$job.log" 2>&1 || true
+  tail -3 "$OUT/$job.log"
   echo "$job: ${SECONDS} s"
 done
 python -m coverage combine -q
