@@ -1165,8 +1165,8 @@ def prepare(args):
             tasks().build_tiny(source, args.seed)
         if world > 1:
             dist.barrier()
-    with announced(args, rank, f"model: {source}, its config" + (" (the weights are read once sharded)" if world > 1
-                                                                  else " and weights")):
+    with announced(args, rank, f"model: {source}, its config" + (" (its weights follow, read once a node)" if
+                                                                  world > 1 else " and weights")):
         model, tok = checkpoints().load_model(source, device, meta=world > 1)  # dropout off; read once a node
     if args.gradient_checkpointing:
         checkpoints().enable_checkpointing(model)
