@@ -621,11 +621,13 @@ def test_direction_of_a_batch_against_itself_has_cosine_one(tiny):
 def test_direction_results_file_resumes_and_reports(tiny, tmp_path, monkeypatch):
     """python bench/direction.py on the tiny model (verdicts from a checksum): a line per (batch, algorithm) as it
     goes; an existing file is not overwritten; --resume measures only the batches missing and refuses other
-    settings; --report prints the same tables from the file alone. E's first part is the leave-one-out REINFORCE
-    gradient and its discriminator, checked against autograd on E's own rollouts."""
+    settings, reading E's vectors back from the file beside it instead of drawing E again; --report prints the same
+    tables from the file alone. E's first part is the leave-one-out REINFORCE gradient and its discriminator,
+    checked against autograd on E's own rollouts."""
     monkeypatch.setattr(delta, "verify", crc_verdicts)
-    drawn, draw = [], direction.rollout
-    monkeypatch.setattr(direction, "rollout", lambda *a, **k: drawn.append(draw(*a, **k)) or drawn[-1])
+    drawn, seeds, draw = [], [], direction.rollout
+    monkeypatch.setattr(direction, "rollout", lambda *a, **k: seeds.append(k.get("seed", a[-1])) or drawn.append(
+        draw(*a, **k)) or drawn[-1])
     out = str(tmp_path / "r.jsonl")
     flags = ["--model", tiny, "--prompts_per_step", "4", "--group_size", "4", "--mini_batch_prompts", "4",
              "--max_new_tokens", "16", "--overlong_buffer", "4", "--eval_size", "16", "--big", "2", "--parts", "2",
@@ -640,6 +642,7 @@ def test_direction_results_file_resumes_and_reports(tiny, tmp_path, monkeypatch)
     with pytest.raises(SystemExit):  # and with its own settings
         direction.main(flags + ["--batches", "3", "--parts", "4", "--resume"])
     direction.main(flags + ["--batches", "3", "--resume"])
+    assert seeds.count(seeds[0]) == 1 and os.path.exists(out + ".E.pt")  # E drawn once, by the first run
     after = open(out).read().splitlines()
     assert after[:len(first)] == first and [json.loads(x)["batch"] for x in after[len(first):]] == [2, 2, 2]
     again, _ = direction.main(["--report", out])

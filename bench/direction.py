@@ -4,6 +4,7 @@
     python bench/direction.py --model M --dataset D --max_new_tokens 256        # your model and data: the verdict
     python bench/direction.py --algos dapo,big --batches 4 --out runs/pilot.jsonl   # a pilot: DAPO and the control
     python bench/direction.py --out runs/d.jsonl --resume              # continue: batches in the file are skipped
+                                     # (E's vectors read back from runs/d.jsonl.E.pt, which the first run saved)
     python bench/direction.py --report runs/d.jsonl                    # the tables again, from the file alone
     python bench/direction.py --model M --dataset D --precondition runs/x/checkpoint-20   # + AdamW's view
 Every other flag is delta.py's (`python delta.py --help`), read by its own parser; a recipe file may come first.
@@ -566,19 +567,28 @@ def measure(run, opts):
     print(f"{run.source}: {n:,} trainable parameters; E's vectors {2 * opts.parts * n * 4 / 2 ** 30:.2f} GiB; "
           f"results to {path}", file=sys.stderr, flush=True)
     d = preconditioner(run, opts, params)
-    vectors, E = held_out(run, opts, params, n)
-    if d is not None:
-        d = d.to(vectors.device)
-        E["pre_gram"], E["pre_dropped"] = gram(vectors[:opts.parts], d).tolist(), float((d == 0).float().mean())
     was_E = next((x for x in old if x.get("kind") == "E"), None)
-    if was_E:  # the same policy and E, else the file's earlier batches were read against another reference
-        was, now = torch.tensor(was_E["gram"]), torch.tensor(E["gram"])
-        if not torch.allclose(was, now, rtol=1e-3, atol=1e-4 * float(now.diagonal().max())):
-            sys.exit(f"--resume: E's gradient differs from the one in {path} (another policy, or other samples): "
-                     "start a new --out")
+    cache = path + ".E.pt"  # E's vectors, for a --resume (.gitignore: *.E.pt)
+    saved = torch.load(cache, mmap=True) if was_E and os.path.exists(cache) else {}
+    if was_E and saved.get("E") == was_E:  # the file's own E: its vectors read back, not drawn again (26 min)
+        vectors, E = saved["vectors"].to(run.device), was_E
+        d = d if d is None else d.to(vectors.device)
+        print(f"E: read back from {cache}", file=sys.stderr, flush=True)
     else:
-        write(settings)
-        write(E)
+        vectors, E = held_out(run, opts, params, n)
+        if d is not None:
+            d = d.to(vectors.device)
+            E["pre_gram"], E["pre_dropped"] = gram(vectors[:opts.parts], d).tolist(), float((d == 0).float().mean())
+        if was_E:  # the same policy and E, else the file's earlier batches were read against another reference
+            was, now = torch.tensor(was_E["gram"]), torch.tensor(E["gram"])
+            if not torch.allclose(was, now, rtol=1e-3, atol=1e-4 * float(now.diagonal().max())):
+                sys.exit(f"--resume: E's gradient differs from the one in {path} (another policy, or other samples): "
+                         "start a new --out")
+        else:
+            write(settings)
+            write(E)
+        torch.save({"E": was_E or E, "vectors": vectors.cpu()}, cache + ".tmp")  # whole, or not at all
+        os.replace(cache + ".tmp", cache)
     print(f"E: {E['responses']} responses, accuracy {E['accuracy']:.3f}, {E['seconds']:.1f} s", file=sys.stderr,
           flush=True)
     done = {(x["batch"], x["algo"]) for x in old if x.get("kind") == "direction"}

@@ -140,7 +140,8 @@ def accuracy(model, tok, rows, rank=0, world=1, batch=64):
     return float(counts[0] / counts[1])
 
 
-def config(out, steps, lr=1e-4, prompts=32, group=8, mini_batch_prompts=16, max_new_tokens=64, seed=0):
+def config(out, steps, lr=1e-4, prompts=32, group=8, mini_batch_prompts=16, max_new_tokens=64, seed=0,
+           temperature=1.0):
     """delta.py's defaults in TRL's terms: `prompts` x `group` completions per generation, one optimizer step
     per `mini_batch_prompts` prompts, constant lr, DAPO's clip-higher and dual clip."""
     world = int(os.environ.get("WORLD_SIZE", "1"))
@@ -148,7 +149,7 @@ def config(out, steps, lr=1e-4, prompts=32, group=8, mini_batch_prompts=16, max_
                       weight_decay=0.1, max_grad_norm=1.0, num_generations=group,
                       per_device_train_batch_size=mini_batch_prompts * group // world,
                       steps_per_generation=prompts // mini_batch_prompts, max_completion_length=max_new_tokens,
-                      temperature=1.0, top_p=1.0, loss_type="dapo", scale_rewards="group", epsilon=0.2,
+                      temperature=temperature, top_p=1.0, loss_type="dapo", scale_rewards="group", epsilon=0.2,
                       epsilon_high=0.28, delta=10.0, beta=0.0, use_cpu=not torch.cuda.is_available(),
                       bf16=torch.cuda.is_available(), report_to="none", save_strategy="no", logging_steps=1,
                       activation_checkpointing=False, seed=seed, disable_tqdm=True)
