@@ -76,8 +76,9 @@ def run_script(args, cwd=ROOT, timeout=600, env=None, torchrun=False, **kwargs):
     under_load's threads and time limit. The threads follow the load at the session's first subprocess, so that the
     runs a test compares bit for bit (a resumed run against a whole one) sum in the same order: a run on one thread
     and its resume on two differed in the 7th digit (CI, 2026-12-05); the limit follows the load now."""
-    FIRST_LOAD[:] = FIRST_LOAD or [os.getloadavg()[0]]
-    threads, timeout = under_load(timeout, torchrun, load=FIRST_LOAD[0])[0], under_load(timeout, torchrun)[1]
+    load = os.getloadavg()[0]
+    FIRST_LOAD[:] = FIRST_LOAD or [load]
+    threads, timeout = under_load(timeout, torchrun, load=FIRST_LOAD[0])[0], under_load(timeout, torchrun, load)[1]
     env = dict(os.environ, OMP_NUM_THREADS=str(threads), PYTHONWARNINGS="ignore", **(env or {}))
     launcher = ["-m", "torch.distributed.run", "--nproc_per_node", "2", "--standalone"] if torchrun else []
     return subprocess.run([sys.executable, *launcher, *args], cwd=cwd, env=env, capture_output=True, text=True,

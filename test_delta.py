@@ -1086,6 +1086,21 @@ def test_subprocess_limits_hold_under_load():
     assert under_load(600, load=8, cores=2) == (1, 2400) and under_load(600, load=100, cores=2) == (1, 4800)
 
 
+def test_every_subprocess_of_a_session_sums_on_the_same_threads(monkeypatch):
+    """A whole run and its resume, compared bit for bit, must sum in the same order: the threads follow the load at
+    the session's first subprocess, whatever the load later (CI's qwen2 resume on 2 threads against its whole run on
+    1 differed in the 7th digit); the time limit follows the load at each start."""
+    import conftest
+    loads, seen = iter([0.5, 8.0]), []
+    monkeypatch.setattr(conftest, "FIRST_LOAD", [])
+    monkeypatch.setattr(conftest.os, "getloadavg", lambda: (next(loads), 0.0, 0.0))
+    monkeypatch.setattr(conftest.subprocess, "run", lambda cmd, env, timeout, **k: seen.append(
+        (env["OMP_NUM_THREADS"], timeout)))
+    conftest.run_script(["a.py"])  # load 0.5 at the first: 2 threads from now on
+    conftest.run_script(["b.py"])  # load 8 now: still 2 threads, the limit stretched
+    assert seen == [("2", 600), ("2", 2400)]
+
+
 @pytest.mark.parametrize("change,message", [
     (dict(group_size=1), "--group_size"),
     (dict(algo="ppo"), "--algo"),
