@@ -661,3 +661,32 @@ def test_direction_results_file_resumes_and_reports(tiny, tmp_path, monkeypatch)
     m0 = torch.autograd.grad(seq[right].mean() - seq[wrong].mean(), params)
     assert E["gram"][0][0] == pytest.approx(sum(float(g.square().sum()) for g in g0), rel=1e-4)
     assert E["margin_gram"][0][0] == pytest.approx(sum(float(m.square().sum()) for m in m0), rel=1e-4)
+
+
+# ------------------------------------------------------------------------------------- bench/long_task.py
+def test_long_task_rows_are_distinct_fixed_and_right(tmp_path, monkeypatch):
+    """Issue 51's long-reasoning rows: the same rows at every call (the first 128 are delta.py's held-out set),
+    distinct questions, each gold answer the arithmetic its question states (recomputed here from the question's
+    numbers), and a file delta.py reads as a math dataset."""
+    import re
+
+    import long_task
+    import rewards
+    for name in long_task.CANDIDATES:
+        rows = long_task.make_rows(name, 300)
+        assert rows == long_task.make_rows(name, 300) and len({r["question"] for r in rows}) == len(rows)
+    recompute = {"one_step_story": lambda n: n[0] + n[1], "small_story": lambda n: n[0] + n[1] - n[2],
+                 "boxes": lambda n: n[0] * n[1], "four_sums": sum, "three_small_sums": sum,
+                 "shopping": lambda n: n[0] * n[1] + n[2], "marbles": lambda n: n[0] + n[1] * n[2] - n[3],
+                 "change": lambda n: n[2] - n[0] - n[1]}
+    assert set(recompute) == set(long_task.CANDIDATES)
+    for name, f in recompute.items():
+        for r in long_task.make_rows(name, 50):
+            numbers = [int(x) for x in re.findall(r"\d+", r["question"])]
+            numbers = [numbers[1], numbers[0], numbers[2]] if name == "shopping" else numbers  # count, then price
+            assert r["final_answer"] == str(f(numbers)), (name, r)
+    out = str(tmp_path / "rows.jsonl")
+    monkeypatch.setattr(sys, "argv", ["long_task.py", "--task", "one_step_story", "--rows", out, "--count", "200"])
+    long_task.main()
+    kind, rows = rewards.dataset_rows(rewards.read_table(out), Args.prompt_key, Args.answer_key, "math")
+    assert kind == "math" and len(rows) == 200
