@@ -5,7 +5,7 @@ overhead inside TRL (examples/trl_delta.py over TRL's own DAPO), on this machine
     python bench/bench_trl.py --steps 4
     git worktree add /tmp/before50 a4eb0e4^   # delta.py before issue 50's sampler, timed beside today's
     python bench/bench_trl.py --real /tmp/delta-smollm2 --rows runs/smollm2-rows.jsonl --before /tmp/before50 \
-        --steps 5 --rounds 1                  # SmolLM2 at real_learning.py's settings
+        --steps 4 --rounds 2                  # SmolLM2 at real_learning.py's settings
 
 --real: SmolLM2 (or another model folder) on real_learning.py's task and settings instead (REAL: 8 prompts x 8,
 2 optimizer steps of 4 prompts, 32 new tokens at temperature 0.6, lr 1e-5, overlong buffer 8, the rows of

@@ -571,7 +571,7 @@ def measure(run, opts):
     cache = path + ".E.pt"  # E's vectors, for a --resume (.gitignore: *.E.pt)
     saved = torch.load(cache, mmap=True) if was_E and os.path.exists(cache) else {}
     if was_E and saved.get("E") == was_E:  # the file's own E: its vectors read back, not drawn again (26 min)
-        vectors, E = saved["vectors"].to(run.device), was_E
+        vectors, E = saved["vectors"].to("cpu" if opts.e_on_cpu else run.device), was_E
         d = d if d is None else d.to(vectors.device)
         print(f"E: read back from {cache}", file=sys.stderr, flush=True)
     else:
