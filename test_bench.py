@@ -594,7 +594,8 @@ def test_direction_of_a_batch_against_itself_has_cosine_one(tiny):
             direction.surrogate_grad(run, delta.ALGOS["dapo"], [roll], [None])
             lines.append(dict(kind="direction", batch=b, algo=algo, **direction.read_dots(params, v, d)))
         flip = {k: [-x for x in lines[-1][k]] for k in ("dots", "pdots", "ppdots")}  # the opposite direction
-        lines += [dict(lines[-1], algo="lam_top"), dict(lines[-1], algo="lam_bottom", **flip)]
+        lines += [dict(lines[-1], algo="lam_top"), dict(lines[-1], algo="lam_bottom", **flip),
+                  dict(lines[-1], algo="lam_top_signal"), dict(lines[-1], algo="lam_bottom_signal", **flip)]
     # a third batch in which lam_bottom has no direction (its half all of advantage 0): left out of its figures and
     # its differences only, never out of the others'
     third = [dict(x, batch=2) for x in lines if x.get("batch") == 1]
@@ -604,6 +605,7 @@ def test_direction_of_a_batch_against_itself_has_cosine_one(tiny):
     assert f["batches"] == [0, 1, 2] and f["without"] == {"lam_bottom": 1}
     assert f["table"][("delta", "raw")]["cosine - dapo"][4] == 3 and f["ordering"][4] == 2
     assert f["ordering"][:2] == pytest.approx((2.0, 0.0), abs=1e-5)  # lam_top - lam_bottom: 1 - (-1)
+    assert f["ordering_signal"][:2] == pytest.approx((2.0, 0.0), abs=1e-5) and f["ordering_signal"][4] == 3
     assert f["table"][("lam_bottom", "raw")]["cosine"][0] == pytest.approx(-1.0, abs=1e-5)
     norm = float(v[0].double().norm())
     assert f["signal2"] == pytest.approx(f["gE2"], rel=1e-5)
@@ -690,3 +692,25 @@ def test_long_task_rows_are_distinct_fixed_and_right(tmp_path, monkeypatch):
     long_task.main()
     kind, rows = rewards.dataset_rows(rewards.read_table(out), Args.prompt_key, Args.answer_key, "math")
     assert kind == "math" and len(rows) == 200
+
+
+def test_signal_subsets_rank_only_the_tokens_with_a_gradient(tiny):
+    """Issue 51, item 3: lam_top_signal and lam_bottom_signal take the top (bottom) half by DelTA's lam of the tokens
+    of non-zero-advantage responses only; where every response has a signal, they are delta.py's lam_top and
+    lam_bottom."""
+    run, batch, adv, packed, _ = fixed_rollout(tiny)
+    assert (adv != 0).all()  # every group mixed: the two rankings see the same tokens
+    mask, roll = batch["response_mask"], dict(batch=batch, adv=adv, features=packed, rows=run.rows)
+    lam = delta.delta_weights(run, dict(roll, stats={}))
+    planted = torch.where(torch.arange(len(adv)) < 4, 0.0, adv)  # group 0 carries no gradient
+    signal = mask & (planted != 0)[:, None]
+    for largest, name in ((True, "lam_top_signal"), (False, "lam_bottom_signal")):
+        weights = direction.algorithm(name)["weights"]
+        chosen = weights(run, dict(roll, adv=planted, stats={})).bool()
+        assert not chosen[~signal].any() and signal.sum() / 2 <= chosen.sum() < signal.sum()
+        inside, outside = lam[chosen], lam[signal & ~chosen]
+        assert bool(inside.min() >= outside.max()) if largest else bool(inside.max() <= outside.min())
+        assert torch.equal(weights(run, dict(roll, stats={})), delta.lam_subset_weights(largest)(run, dict(roll,
+                                                                                                     stats={})))
+    with pytest.raises(SystemExit):  # an unknown name is refused with the list
+        direction.options(["--algos", "dapo,lam_top_sig"])

@@ -16,8 +16,9 @@ the entropy and Eq. D's features) and from each batch's same rollouts the update
 --algos: the gradient, over all trainable parameters, of the algorithm's surrogate at ratio 1 (old_logp is the
 score pass's log-prob of the same weights: the ratio is 1 to fp32 rounding, so no clip binds) with the whole batch
 as one mini-batch, the token weights (DelTA's lam, forking's top-entropy mask, the lam subsets) and the normaliser
-taken from delta.py's ALGOS. `big` is the positive control: DAPO's direction from a batch --big times larger (the
-batch's own rollouts and --big - 1 more batches'); its lower noise must show as a higher cosine.
+taken from delta.py's ALGOS (and SIGNAL_SUBSETS: lam_top_signal and lam_bottom_signal, the lam subsets ranked over
+the tokens of non-zero-advantage responses only). `big` is the positive control: DAPO's direction from a batch --big
+times larger (the batch's own rollouts and --big - 1 more batches'); its lower noise must show as a higher cosine.
 
 The reference, E: --e_prompts held-out prompts (delta.py's held-out rows, never in a training batch) with
 --e_group responses each, drawn once, split by prompt into --parts equal parts. From each part p, the expected
@@ -65,6 +66,25 @@ import checkpoints  # noqa: E402
 import delta  # noqa: E402
 
 CONTROL = "big"  # the positive control's name in --algos
+
+
+def signal_subset(largest):
+    """Sec. 5's lam subset (the top or bottom half by DelTA's lam) ranked over the tokens that carry a gradient
+    only, those of responses of non-zero advantage (issue 51, item 3); delta.py's lam_top and lam_bottom rank every
+    valid token, the zero-advantage responses' too (at lam_zero)."""
+    def weights(run, roll):
+        signal = roll["batch"]["response_mask"] & (roll["adv"] != 0)[:, None]  # [N, R]
+        return delta.top_share_mask(delta.delta_weights(run, roll), signal, 0.5, largest, run.group).float()
+    return weights
+
+
+SIGNAL_SUBSETS = {f"lam_{side}_signal": dict(delta.ALGOS["lam_top"], weights=signal_subset(side == "top"))
+                  for side in ("top", "bottom")}
+
+
+def algorithm(name):
+    """An algorithm of --algos: delta.py's ALGOS, or one of SIGNAL_SUBSETS."""
+    return delta.ALGOS[name] if name in delta.ALGOS else SIGNAL_SUBSETS[name]
 DEFAULT_ALGOS = f"dapo,{CONTROL},forking,lam_top,lam_bottom,delta"
 FIXED = ("source", "dataset", "task", "seed", "prompts_per_step", "group_size", "temperature", "max_new_tokens",
          "instruction", "answer_format", "K", "lam_min", "lam_max", "forking_ratio", "big", "e_prompts", "e_group",
@@ -90,9 +110,10 @@ def options(argv):
     p.add_argument("--report", default="", help="print the tables of a results file, nothing run")
     opts, rest = p.parse_known_args(argv)
     opts.algos = [x for x in opts.algos.split(",") if x]
-    unknown = [x for x in opts.algos if x != CONTROL and x not in delta.ALGOS]
+    unknown = [x for x in opts.algos if x != CONTROL and x not in delta.ALGOS and x not in SIGNAL_SUBSETS]
     if unknown or "dapo" not in opts.algos:
-        p.error(f"--algos {','.join(opts.algos)}: need dapo, and each of {', '.join(delta.ALGOS)} or {CONTROL}")
+        p.error(f"--algos {','.join(opts.algos)}: need dapo, and each of {', '.join([*delta.ALGOS, *SIGNAL_SUBSETS])} "
+                f"or {CONTROL}")
     if opts.parts < 2 or opts.batches < 1 or opts.big < 2:
         p.error("--parts must be >= 2 (E's noise needs two parts), --batches >= 1, --big >= 2")
     return opts, rest
@@ -207,7 +228,7 @@ def scored(run, roll, algos=("dapo",), features=False):
     features of the DAPO advantages' side tokens into the roll. The rows scored: those of advantage != 0 under any
     of `algos` (their rewards and scales may differ), every row when one of them scores all (forking's entropy)."""
     batch, adv = roll["batch"], advantages(run, roll, delta.ALGOS["dapo"])
-    algos = [delta.ALGOS[x] for x in algos]
+    algos = [algorithm(x) for x in algos]
     keep = None if any(x["score_all"] for x in algos) else torch.stack([advantages(run, roll, x) != 0
                                                                          for x in algos]).any(0)  # [N]
     plans = delta.micro_batches(run, batch, keep)
@@ -342,7 +363,7 @@ def measure_batch(run, opts, b, todo, params, vectors, d, write):
     seed = lambda j: (a.seed * 1_000_003 + b) * 101 + j  # noqa: E731  batch b's j-th sub-batch, whatever k is
     main = rollout(run, prompts[0], a.group_size, seed(0))
     algos = [x if x != CONTROL else "dapo" for x in todo]
-    scored(run, main, algos, features=any(delta.ALGOS[x]["features"] for x in algos))
+    scored(run, main, algos, features=any(algorithm(x)["features"] for x in algos))
     t1 = time.perf_counter()
     for name in todo:
         t = time.perf_counter()
@@ -351,7 +372,7 @@ def measure_batch(run, opts, b, todo, params, vectors, d, write):
             surrogate_grad(run, delta.ALGOS["dapo"], [main] + extra, [None] * k)
             reward = float(torch.cat([r["correct"] for r in [main] + extra]).mean())
         else:
-            algo = delta.ALGOS[name]
+            algo = algorithm(name)
             weights = algo["weights"](run, main) if algo["weights"] else None  # lam, the forking mask, a subset
             surrogate_grad(run, algo, [main], [weights])
             reward = float(main["correct"].mean())
@@ -445,9 +466,10 @@ def figures(lines):
                     base = cells["dapo"][view][metric]
                     row[metric + " - dapo"] = paired(name, "dapo", x, base[:, margined] if metric == "margin" else base)
             out["table"][(name, view)] = row
-    if {"lam_top", "lam_bottom"} <= set(cells):  # the paper's ordering of the lam subsets (Sec. 5), paired
-        out["ordering"] = paired("lam_top", "lam_bottom", cells["lam_top"]["raw"]["cosine"],
-                                 cells["lam_bottom"]["raw"]["cosine"])
+    for key, top in (("ordering", "lam_top"), ("ordering_signal", "lam_top_signal")):  # the paper's ordering of
+        bottom = top.replace("top", "bottom")  # the lam subsets (Sec. 5), paired; ranked over all tokens, or over
+        if {top, bottom} <= set(cells):  # those that carry a gradient
+            out[key] = paired(top, bottom, cells[top]["raw"]["cosine"], cells[bottom]["raw"]["cosine"])
     if "dapo" in cells and have["dapo"].sum() > 1:  # the power calculation's inputs, from DAPO's arm alone
         x = cells["dapo"]["raw"]["cosine"][have["dapo"]]
         sd, se_E = float(x.mean(1).std()), float(x.mean(0).std()) / math.sqrt(P)
@@ -506,6 +528,9 @@ def report(lines, out=sys.stdout):
     if "ordering" in f:
         print(f"\nthe paper's ordering of the lam subsets, lam_top - lam_bottom in cosine: {diff(f['ordering'])}",
               file=out)
+    if "ordering_signal" in f:
+        print("the same, ranked over the tokens that carry a gradient, lam_top_signal - lam_bottom_signal: "
+              f"{diff(f['ordering_signal'])}", file=out)
     power = f.get("power")
     if power:
         print(f"\npower (docs/direction.md): DAPO's cosine has a between-batch sd of {power['sd_batches']:.4g} and "
