@@ -714,3 +714,20 @@ def test_signal_subsets_rank_only_the_tokens_with_a_gradient(tiny):
                                                                                                      stats={})))
     with pytest.raises(SystemExit):  # an unknown name is refused with the list
         direction.options(["--algos", "dapo,lam_top_sig"])
+
+
+def test_direction_categories_give_lam_by_token_category(tiny, tmp_path, monkeypatch):
+    """--categories: DelTA's line carries lam by token category and side on its batch's own rollouts (claim (b));
+    per side the categories' shares of the update add up to 1, DelTA's and DAPO's alike, and DAPO's line has none."""
+    monkeypatch.setattr(delta, "verify", crc_verdicts)
+    out = str(tmp_path / "c.jsonl")
+    direction.main(["--model", tiny, "--prompts_per_step", "4", "--group_size", "4", "--mini_batch_prompts", "4",
+                    "--max_new_tokens", "16", "--overlong_buffer", "4", "--eval_size", "16", "--parts", "2",
+                    "--algos", "dapo,delta", "--batches", "1", "--categories", "--out", out])
+    lines = {x["algo"]: x for x in map(json.loads, open(out)) if x.get("kind") == "direction"}
+    got = lines["delta"]["categories"]
+    assert "categories" not in lines["dapo"] and any(k.startswith("lam/") for k in got)
+    for side in ("pos", "neg"):
+        for share in ("share", "share_uniform"):
+            parts = [v for k, v in got.items() if k.startswith(share + "/") and k.endswith("/" + side)]
+            assert parts and sum(parts) == pytest.approx(1.0, abs=1e-6), (share, side)

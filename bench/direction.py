@@ -105,6 +105,8 @@ def options(argv):
     p.add_argument("--precondition", default="", help="a delta.py checkpoint: AdamW's second moments, 2nd view")
     p.add_argument("--precondition_steps", type=int, default=0, help="else N DAPO steps from the policy: their v")
     p.add_argument("--e_on_cpu", action="store_true", help="keep E's vectors in host memory (a GPU run)")
+    p.add_argument("--categories", action="store_true",
+                   help="DelTA's lam by token category and side in its lines (claim (b), bench/rollouts.py's table)")
     p.add_argument("--out", default="", help="the results file (jsonl); default runs/direction-<model>-s<seed>.jsonl")
     p.add_argument("--resume", action="store_true", help="skip the (batch, algorithm) pairs already in --out")
     p.add_argument("--report", default="", help="print the tables of a results file, nothing run")
@@ -354,6 +356,20 @@ def batch_rows(run, b, k):
     return [[run.train_rows[i] for i in perm[j * p:(j + 1) * p].tolist()] for j in range(k)]
 
 
+def category_lam(run, roll, lam):
+    """Claim (b) on a batch's own rollouts (--categories): DelTA's lam [N, R] by token category and side, as
+    bench/rollouts.py reads a dump of delta.py's (lam, lamw, share and share_uniform a category and side; rho_p a
+    side); a model folder's text in REAL_CATEGORIES."""
+    import engines
+    import rollouts
+    (v, _, where), mask = roll["features"], roll["batch"]["response_mask"]
+    dump = dict(batch=roll["batch"], adv=roll["adv"], lam=lam,
+                v_norm=engines.feature_norms(v, where, mask, run.args.feature_chunk_tokens),
+                questions=[r["question"] for r in roll["rows"]],
+                args=dict(group_size=run.args.group_size, model=run.args.model, answer_format=run.answer_format))
+    return rollouts.category_stats(run.tok, dump)
+
+
 def measure_batch(run, opts, b, todo, params, vectors, d, write):
     """Batch b: its rollouts (and the control's), then each algorithm of `todo`'s direction, read off and written
     as a line; returns the batch's lines."""
@@ -380,6 +396,8 @@ def measure_batch(run, opts, b, todo, params, vectors, d, write):
         line = dict(kind="direction", batch=b, algo=name, reward=reward,
                     mixed_groups=float((groups.min(1).values != groups.max(1).values).float().mean()),
                     **read_dots(params, vectors, d), seconds=round(time.perf_counter() - t, 2))
+        if opts.categories and name == "delta":
+            line["categories"] = category_lam(run, main, weights)
         write(line)
         lines.append(line)
     main["features"] = None
