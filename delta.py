@@ -1240,9 +1240,15 @@ def train(run):
 
 
 def catch_stop(run):
-    """SIGINT and SIGTERM append to run.stop: the warm start and each RL step finish their step, then train ends."""
+    """SIGINT and SIGTERM append to run.stop: the warm start and each RL step finish their step, then train ends.
+    A second signal ends the process at once, as an uncaught one would (Ctrl-C twice: KeyboardInterrupt)."""
+    def stop(sig, frame):
+        run.stop.append(sig)
+        if len(run.stop) > 1:
+            signal.signal(sig, signal.default_int_handler if sig == signal.SIGINT else signal.SIG_DFL)
+            signal.raise_signal(sig)
     for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda *_: run.stop.append(1))
+        signal.signal(sig, stop)
 
 
 def stopped(run):

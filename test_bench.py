@@ -649,6 +649,13 @@ def test_direction_results_file_resumes_and_reports(tiny, tmp_path, monkeypatch)
     assert after[:len(first)] == first and [json.loads(x)["batch"] for x in after[len(first):]] == [2, 2, 2]
     again, _ = direction.main(["--report", out])
     assert again["batches"] == [0, 1, 2]
+    other = str(tmp_path / "other.jsonl")  # another file measured by this one's E: not drawn again
+    with pytest.raises(SystemExit):  # only with the same settings
+        direction.main(flags[:-1] + [other, "--batches", "1", "--e_from", out, "--seed", "5"])
+    direction.main(flags[:-1] + [other, "--batches", "1", "--algos", "dapo", "--e_from", out])
+    direction.main(flags[:-1] + [other, "--batches", "2", "--algos", "dapo", "--e_from", out, "--resume"])
+    assert seeds.count(seeds[0]) == 1 and open(other).read().splitlines()[:2] == first[:2]
+    assert [json.loads(x).get("batch") for x in open(other)][2:] == [0, 1]
     # E, as drawn (the first rollout of the first run): part 0's g and m by autograd, against the file's grams
     E, rows = json.loads(first[1]), drawn[0]
     model, _ = checkpoints.load_model(tiny, torch.device("cpu"))
@@ -714,6 +721,33 @@ def test_signal_subsets_rank_only_the_tokens_with_a_gradient(tiny):
                                                                                                      stats={})))
     with pytest.raises(SystemExit):  # an unknown name is refused with the list
         direction.options(["--algos", "dapo,lam_top_sig"])
+
+
+def test_direction_stops_after_the_batch_a_signal_came_in(tiny, tmp_path, monkeypatch):
+    """SIGTERM during a batch (delta.catch_stop's handler, as `kill` would): that batch is finished and written, the
+    run stops without tables, and --resume measures the rest."""
+    import signal
+
+    monkeypatch.setattr(delta, "verify", crc_verdicts)
+    measured, handlers = direction.measure_batch, {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+
+    def signalled(*a, **k):
+        signal.raise_signal(signal.SIGTERM)  # caught: the batch goes on
+        return measured(*a, **k)
+    monkeypatch.setattr(direction, "measure_batch", signalled)
+    out = str(tmp_path / "r.jsonl")
+    flags = ["--model", tiny, "--prompts_per_step", "4", "--group_size", "4", "--mini_batch_prompts", "4",
+             "--max_new_tokens", "16", "--overlong_buffer", "4", "--eval_size", "16", "--parts", "2",
+             "--e_prompts", "4", "--algos", "dapo,delta", "--batches", "3", "--out", out]
+    try:
+        assert direction.main(flags) is None
+        assert [json.loads(x).get("batch") for x in open(out)] == [None, None, 0, 0]
+        monkeypatch.setattr(direction, "measure_batch", measured)
+        f, _ = direction.main(flags + ["--resume"])
+    finally:
+        for s, h in handlers.items():
+            signal.signal(s, h)
+    assert f["batches"] == [0, 1, 2]
 
 
 def test_direction_categories_give_lam_by_token_category(tiny, tmp_path, monkeypatch):

@@ -2103,6 +2103,27 @@ def test_sigterm_in_the_warm_start_ends_cleanly_and_says_so(tmp_path):
         os.path.join(out, "metrics.jsonl")).read()
 
 
+def test_a_second_signal_ends_the_process_at_once(tmp_path):
+    """The first SIGTERM lets the warm start finish its step (the test above); a second one is not caught: the
+    process ends as an uncaught SIGTERM ends it, in the middle of a warm start of 1,500 steps."""
+    import signal
+    import time
+
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONWARNINGS="ignore")
+    proc = subprocess.Popen([sys.executable, "delta.py", "--output_dir", str(tmp_path / "warm"), *FAST[:-2],
+                             "--sft_max_steps", "1500", "--sft_target_acc", "0.99", "--progress_seconds", "0"],
+                            cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    seen, deadline = "", time.time() + 300
+    while time.time() < deadline and "warm start: 3 of 1,500 steps" not in seen:
+        seen += proc.stderr.readline()
+    proc.send_signal(signal.SIGTERM)
+    time.sleep(1.0)  # (two signals before the handler runs are one)
+    proc.send_signal(signal.SIGTERM)
+    start = time.time()
+    proc.communicate(timeout=300)
+    assert proc.returncode == -signal.SIGTERM and time.time() - start < 30, seen[-2000:]
+
+
 @pytest.mark.parametrize("argv, said", [
     (["--learning_rate", "1e-5"], "delta.py: error: --learning_rate: no such argument (did you mean --lr?)"),
     (["--output_dir", "x", "recipes/smollm2-addition.yaml"],

@@ -6,6 +6,7 @@
     python bench/direction.py --out runs/d.jsonl --resume              # continue: batches in the file are skipped
                                      # (E's vectors read back from runs/d.jsonl.E.pt, which the first run saved)
     python bench/direction.py --report runs/d.jsonl                    # the tables again, from the file alone
+    python bench/direction.py --out runs/e.jsonl --e_from runs/d.jsonl    # other arms or batches, d's E (same settings)
     python bench/direction.py --model M --dataset D --precondition runs/x/checkpoint-20   # + AdamW's view
 Every other flag is delta.py's (`python delta.py --help`), read by its own parser; a recipe file may come first.
 
@@ -109,6 +110,8 @@ def options(argv):
                    help="DelTA's lam by token category and side in its lines (claim (b), bench/rollouts.py's table)")
     p.add_argument("--out", default="", help="the results file (jsonl); default runs/direction-<model>-s<seed>.jsonl")
     p.add_argument("--resume", action="store_true", help="skip the (batch, algorithm) pairs already in --out")
+    p.add_argument("--e_from", default="", help="measure against E of this results file (the same settings): its "
+                   "E line and the vectors saved beside it, not drawn again")
     p.add_argument("--report", default="", help="print the tables of a results file, nothing run")
     opts, rest = p.parse_known_args(argv)
     opts.algos = [x for x in opts.algos.split(",") if x]
@@ -592,13 +595,15 @@ def measure(run, opts):
                     e_prompts=opts.e_prompts, e_group=opts.e_group, parts=opts.parts,
                     precondition=opts.precondition, precondition_steps=opts.precondition_steps)
     old = read_lines(path) if opts.resume else []
-    if old:
-        was = next((x for x in old if x.get("kind") == "settings"), {})
+    if not old and os.path.exists(path) and os.path.getsize(path):
+        sys.exit(f"{path} holds results: pass --resume to continue it, or choose another --out")
+    for flag, lines, where in (("--resume", old, path), ("--e_from", read_lines(opts.e_from) if opts.e_from else [],
+                                                          opts.e_from)):
+        was = next((x for x in lines if x.get("kind") == "settings"), {}) if lines else settings
         changed = [f"{k} {was.get(k)!r} (now {settings[k]!r})" for k in FIXED if was.get(k) != settings[k]]
         if changed:
-            sys.exit(f"--resume: {path} was measured with " + ", ".join(changed))
-    elif os.path.exists(path) and os.path.getsize(path):
-        sys.exit(f"{path} holds results: pass --resume to continue it, or choose another --out")
+            sys.exit(f"{flag}: {where} was measured with " + ", ".join(changed))
+    E_lines = old or (read_lines(opts.e_from) if opts.e_from else [])  # E: this file's, or the one it is measured by
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     log = open(path, "a")
 
@@ -610,13 +615,18 @@ def measure(run, opts):
     print(f"{run.source}: {n:,} trainable parameters; E's vectors {2 * opts.parts * n * 4 / 2 ** 30:.2f} GiB; "
           f"results to {path}", file=sys.stderr, flush=True)
     d = preconditioner(run, opts, params)
-    was_E = next((x for x in old if x.get("kind") == "E"), None)
-    cache = path + ".E.pt"  # E's vectors, for a --resume (.gitignore: *.E.pt)
+    was_E = next((x for x in E_lines if x.get("kind") == "E"), None)
+    cache = (opts.e_from or path) + ".E.pt"  # E's vectors, for a --resume or --e_from (.gitignore: *.E.pt)
     saved = torch.load(cache, mmap=True) if was_E and os.path.exists(cache) else {}
     if was_E and saved.get("E") == was_E:  # the file's own E: its vectors read back, not drawn again (26 min)
         vectors, E = saved["vectors"].to("cpu" if opts.e_on_cpu else run.device), was_E
         d = d if d is None else d.to(vectors.device)
         print(f"E: read back from {cache}", file=sys.stderr, flush=True)
+        if not old:  # a new file measured by another's E
+            write(settings)
+            write(E)
+    elif opts.e_from:
+        sys.exit(f"--e_from: {opts.e_from} has no E with its vectors saved beside it ({cache})")
     else:
         vectors, E = held_out(run, opts, params, n)
         if d is not None:
@@ -646,6 +656,11 @@ def measure(run, opts):
         print(f"batch {b + 1}/{opts.batches}: reward {lines[0]['reward']:.3f}, mixed groups "
               f"{lines[0]['mixed_groups']:.0%}, {t_all:.1f} s (rollouts and scoring {t_roll:.1f}); cosine: {cos}",
               file=sys.stderr, flush=True)
+        if delta.stopped(run):  # SIGINT or SIGTERM (delta.catch_stop): the batch is in the file; a second one kills
+            print(f"stopped after batch {b + 1} of {opts.batches}: the same command with --resume continues (no "
+                  "tables from a part of the batches: --report prints them)", file=sys.stderr)
+            log.close()
+            return None
     log.close()
     return report(read_lines(path))
 
