@@ -656,6 +656,9 @@ def test_direction_results_file_resumes_and_reports(tiny, tmp_path, monkeypatch)
     direction.main(flags[:-1] + [other, "--batches", "2", "--algos", "dapo", "--e_from", out, "--resume"])
     assert seeds.count(seeds[0]) == 1 and open(other).read().splitlines()[:2] == first[:2]
     assert [json.loads(x).get("batch") for x in open(other)][2:] == [0, 1]
+    fresh = str(tmp_path / "fresh.jsonl")  # batches after another file's, against its E
+    direction.main(flags[:-1] + [fresh, "--batches", "1", "--first_batch", "3", "--algos", "dapo", "--e_from", out])
+    assert [json.loads(x).get("batch") for x in open(fresh)][2:] == [3] and seeds.count(seeds[0]) == 1
     # E, as drawn (the first rollout of the first run): part 0's g and m by autograd, against the file's grams
     E, rows = json.loads(first[1]), drawn[0]
     model, _ = checkpoints.load_model(tiny, torch.device("cpu"))

@@ -98,6 +98,8 @@ def options(argv):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0], allow_abbrev=False,
                                 epilog="every other flag is delta.py's: python delta.py --help")
     p.add_argument("--batches", type=int, default=8, help="M, the independent training batches")
+    p.add_argument("--first_batch", type=int, default=0, help="measure batches first_batch .. first_batch + M - 1 "
+                   "(fresh batches beside another file's, with its E: --e_from)")
     p.add_argument("--algos", default=DEFAULT_ALGOS, help=f"comma-separated ALGOS keys and {CONTROL} (the control)")
     p.add_argument("--big", type=int, default=4, help="K: the positive control's batch is K times a step's")
     p.add_argument("--e_prompts", type=int, default=0, help="held-out prompts in E; 0: all of delta.py's held-out")
@@ -119,8 +121,8 @@ def options(argv):
     if unknown or "dapo" not in opts.algos:
         p.error(f"--algos {','.join(opts.algos)}: need dapo, and each of {', '.join([*delta.ALGOS, *SIGNAL_SUBSETS])} "
                 f"or {CONTROL}")
-    if opts.parts < 2 or opts.batches < 1 or opts.big < 2:
-        p.error("--parts must be >= 2 (E's noise needs two parts), --batches >= 1, --big >= 2")
+    if opts.parts < 2 or opts.batches < 1 or opts.big < 2 or opts.first_batch < 0:
+        p.error("--parts must be >= 2 (E's noise needs two parts), --batches >= 1, --big >= 2, --first_batch >= 0")
     return opts, rest
 
 
@@ -645,7 +647,8 @@ def measure(run, opts):
     print(f"E: {E['responses']} responses, accuracy {E['accuracy']:.3f}, {E['seconds']:.1f} s", file=sys.stderr,
           flush=True)
     done = {(x["batch"], x["algo"]) for x in old if x.get("kind") == "direction"}
-    for b in range(opts.batches):
+    last = opts.first_batch + opts.batches
+    for b in range(opts.first_batch, last):
         todo = [x for x in opts.algos if (b, x) not in done]
         if not todo:
             continue
@@ -653,11 +656,11 @@ def measure(run, opts):
         gE = math.sqrt(max(sum(map(sum, E["gram"])), 0.0)) / opts.parts  # |g_E|
         cosine = lambda x: sum(x["dots"][:opts.parts]) / opts.parts / max(math.sqrt(x["g2"]) * gE, 1e-300)  # noqa
         cos = " ".join(f"{x['algo']} {cosine(x):+.4f}" for x in lines)
-        print(f"batch {b + 1}/{opts.batches}: reward {lines[0]['reward']:.3f}, mixed groups "
+        print(f"batch {b + 1}/{last}: reward {lines[0]['reward']:.3f}, mixed groups "
               f"{lines[0]['mixed_groups']:.0%}, {t_all:.1f} s (rollouts and scoring {t_roll:.1f}); cosine: {cos}",
               file=sys.stderr, flush=True)
         if delta.stopped(run):  # SIGINT or SIGTERM (delta.catch_stop): the batch is in the file; a second one kills
-            print(f"stopped after batch {b + 1} of {opts.batches}: the same command with --resume continues (no "
+            print(f"stopped after batch {b + 1} of {last}: the same command with --resume continues (no "
                   "tables from a part of the batches: --report prints them)", file=sys.stderr)
             log.close()
             return None
