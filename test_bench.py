@@ -652,6 +652,8 @@ def test_direction_results_file_resumes_and_reports(tiny, tmp_path, monkeypatch)
     other = str(tmp_path / "other.jsonl")  # another file measured by this one's E: not drawn again
     with pytest.raises(SystemExit):  # only with the same settings
         direction.main(flags[:-1] + [other, "--batches", "1", "--e_from", out, "--seed", "5"])
+    with pytest.raises(SystemExit):  # the precision too
+        direction.main(flags[:-1] + [other, "--batches", "1", "--e_from", out, "--precision", "bf16"])
     direction.main(flags[:-1] + [other, "--batches", "1", "--algos", "dapo", "--e_from", out])
     direction.main(flags[:-1] + [other, "--batches", "2", "--algos", "dapo", "--e_from", out, "--resume"])
     assert seeds.count(seeds[0]) == 1 and open(other).read().splitlines()[:2] == first[:2]

@@ -89,7 +89,8 @@ def algorithm(name):
 DEFAULT_ALGOS = f"dapo,{CONTROL},forking,lam_top,lam_bottom,delta"
 FIXED = ("source", "dataset", "task", "seed", "prompts_per_step", "group_size", "temperature", "max_new_tokens",
          "instruction", "answer_format", "K", "lam_min", "lam_max", "forking_ratio", "big", "e_prompts", "e_group",
-         "parts", "precondition", "precondition_steps")  # what a --resume must share with the file
+         "parts", "precondition", "precondition_steps", "precision")  # what a --resume must share with the file
+WAS = {"precision": "auto"}  # a setting a file written before it was recorded was measured with
 LEVEL = 0.05  # the one-sided tests' level (docs/direction.md's rule)
 
 
@@ -595,14 +596,15 @@ def measure(run, opts):
                     max_new_tokens=a.max_new_tokens, instruction=a.instruction, answer_format=run.answer_format,
                     K=a.K, lam_min=a.lam_min, lam_max=a.lam_max, forking_ratio=a.forking_ratio, big=opts.big,
                     e_prompts=opts.e_prompts, e_group=opts.e_group, parts=opts.parts,
-                    precondition=opts.precondition, precondition_steps=opts.precondition_steps)
+                    precondition=opts.precondition, precondition_steps=opts.precondition_steps, precision=a.precision)
     old = read_lines(path) if opts.resume else []
     if not old and os.path.exists(path) and os.path.getsize(path):
         sys.exit(f"{path} holds results: pass --resume to continue it, or choose another --out")
     for flag, lines, where in (("--resume", old, path), ("--e_from", read_lines(opts.e_from) if opts.e_from else [],
                                                           opts.e_from)):
         was = next((x for x in lines if x.get("kind") == "settings"), {}) if lines else settings
-        changed = [f"{k} {was.get(k)!r} (now {settings[k]!r})" for k in FIXED if was.get(k) != settings[k]]
+        changed = [f"{k} {was.get(k, WAS.get(k))!r} (now {settings[k]!r})" for k in FIXED
+                   if was.get(k, WAS.get(k)) != settings[k]]
         if changed:
             sys.exit(f"{flag}: {where} was measured with " + ", ".join(changed))
     E_lines = old or (read_lines(opts.e_from) if opts.e_from else [])  # E: this file's, or the one it is measured by
