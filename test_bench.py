@@ -6,6 +6,7 @@ rollout, the subprocess runner) in conftest.py."""
 import copy
 import dataclasses
 import json
+import re
 import os
 import sys
 import types
@@ -753,6 +754,56 @@ def test_direction_stops_after_the_batch_a_signal_came_in(tiny, tmp_path, monkey
         for s, h in handlers.items():
             signal.signal(s, h)
     assert f["batches"] == [0, 1, 2]
+
+
+def test_direction_E_stopped_between_parts_goes_on_from_its_next_part(tiny, tmp_path, monkeypatch):
+    """SIGTERM while E is made: the part under way is finished and kept with E's rollouts, the run ends (status 0),
+    and --resume makes only the parts left, from the same rollouts: E equals one made without a stop."""
+    import signal
+
+    monkeypatch.setattr(delta, "verify", crc_verdicts)
+    seeds, draw, made, flat = [], direction.rollout, [], direction.flat_grad
+    monkeypatch.setattr(direction, "rollout", lambda *a, **k: seeds.append(k.get("seed", a[-1])) or draw(*a, **k))
+
+    def counted(params, out):
+        made.append(1)
+        if len(made) == 1:
+            signal.raise_signal(signal.SIGTERM)  # in part 1 of 3: caught, the part goes on
+        return flat(params, out)
+    monkeypatch.setattr(direction, "flat_grad", counted)
+    handlers = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    flags = ["--model", tiny, "--prompts_per_step", "4", "--group_size", "4", "--mini_batch_prompts", "4",
+             "--max_new_tokens", "16", "--overlong_buffer", "4", "--eval_size", "12", "--parts", "3",
+             "--algos", "dapo", "--batches", "1"]
+    stopped, whole = str(tmp_path / "stopped.jsonl"), str(tmp_path / "whole.jsonl")
+    try:
+        with pytest.raises(SystemExit) as e:
+            direction.main(flags + ["--out", stopped])
+        assert e.value.code == 0 and sorted(os.listdir(stopped + ".E.parts")) == [
+            "part-0.pt", "rollout.pt", "settings.jsonl"]
+        parts_before = len(made)
+        direction.main(flags + ["--out", stopped, "--resume"])
+        assert len(seeds) == 2 and not os.path.exists(stopped + ".E.parts")  # E's rollouts, then the batch's
+        assert parts_before == 2 and len(made) - parts_before == 2 * 2  # part 1's g and m; then parts 2 and 3's
+        direction.main(flags + ["--out", whole])
+    finally:
+        for s, h in handlers.items():
+            signal.signal(s, h)
+    E1, E2 = (next(json.loads(x) for x in open(f) if '"kind": "E"' in x) for f in (stopped, whole))
+    assert torch.allclose(torch.tensor(E1["gram"]), torch.tensor(E2["gram"]), rtol=1e-5, atol=1e-9)
+    assert E1["sides"] == E2["sides"] and E1["margin_gram"] != [[0.0] * 3] * 3
+
+
+def test_direction_probe_prints_the_cost_of_a_part_of_E(tiny, capsys):
+    """bench/direction_probe.py: the responses drawn and the gradient of some, with their time and peak memory."""
+    import direction_probe
+
+    direction_probe.main(["--prompts", "3", "--group", "4", "--graded", "2", "--", "--model", tiny, "--eval_size", "8",
+                          "--max_new_tokens", "8", "--overlong_buffer", "4", "--max_tokens_per_micro_batch", "64",
+                          "--mini_batch_prompts", "1", "--group_size", "4"])
+    out = capsys.readouterr().out
+    assert re.search(r"drawn: 12 responses \(mean \d+ tokens\) in \d+ s, peak [\d.]+ GB", out), out
+    assert re.search(r"gradient: 8 responses in \d+ s, peak [\d.]+ GB", out), out
 
 
 def test_direction_categories_give_lam_by_token_category(tiny, tmp_path, monkeypatch):

@@ -55,6 +55,7 @@ import dataclasses
 import json
 import math
 import os
+import shutil
 import sys
 import tempfile
 import time
@@ -284,9 +285,11 @@ def logp_grad(run, batch, coef):
     run.train_model.eval()
 
 
-def held_out(run, opts, params, n):
+def held_out(run, opts, params, n, partial=None):
     """E: the held-out rollouts, split by prompt into P parts; per part the leave-one-out REINFORCE gradient and
-    the discriminator gradient. Returns (vectors [2P, n] fp32: rows 0..P-1 g_p, P..2P-1 m_p, E's summary)."""
+    the discriminator gradient. Returns (vectors [2P, n] fp32: rows 0..P-1 g_p, P..2P-1 m_p, E's summary).
+    `partial`: a folder where the rollouts and each part's two vectors are kept as they are made, so that a stopped
+    run (SIGINT, SIGTERM: after the part under way) goes on from its next part; the caller removes it."""
     a, P, t = run.args, opts.parts, time.perf_counter()
     G = opts.e_group or a.group_size
     rows = run.eval_rows[:opts.e_prompts or None]
@@ -294,8 +297,19 @@ def held_out(run, opts, params, n):
     if per < 1 or G < 2:
         sys.exit(f"E: {len(rows)} held-out prompts for {P} parts, {G} responses each: need a prompt a part and 2 "
                  "responses a prompt (--e_prompts, --eval_size, --e_group)")
-    rows = rows[:per * P]
-    roll = rollout(run, rows, G, seed=(a.seed + 1) * 1_000_003)
+    rows, step = rows[:per * P], a.mini_batch_prompts * a.group_size  # the gradient passes' mini-batches
+    if len(rows) * G % step:
+        sys.exit(f"E: {len(rows)} held-out prompts x {G} responses must be a multiple of --mini_batch_prompts x "
+                 f"--group_size ({step}): choose --e_prompts or --e_group")
+    kept = lambda name: os.path.join(partial, name) if partial else None  # noqa: E731
+    if partial and os.path.exists(kept("rollout.pt")):
+        roll, spent = torch.load(kept("rollout.pt"), map_location=run.device), 0.0
+        print(f"E: its rollouts read back from {partial}", file=sys.stderr, flush=True)
+    else:
+        roll, spent = rollout(run, rows, G, seed=(a.seed + 1) * 1_000_003), 0.0
+        if partial:
+            os.makedirs(partial, exist_ok=True)
+            save_whole(roll, kept("rollout.pt"))
     correct, device = roll["correct"], "cpu" if opts.e_on_cpu else run.device
     vectors = torch.zeros(2 * P, n, dtype=torch.float32, device=device)
     r = correct.view(-1, G)
@@ -304,20 +318,39 @@ def held_out(run, opts, params, n):
     sides = []
     for p in range(P):
         mine = (part == p).float()
-        logp_grad(run, roll["batch"], loo * mine / (per * G))  # g_p
-        flat_grad(params, vectors[p])
         right, wrong = correct * mine, (1 - correct) * mine
         sides.append([int(right.sum()), int(wrong.sum())])
+        if partial and os.path.exists(kept(f"part-{p}.pt")):  # made before a stop
+            done = torch.load(kept(f"part-{p}.pt"))
+            vectors[p], vectors[P + p], spent = done["g"], done["m"], spent + done["seconds"]
+            continue
+        start = time.perf_counter()
+        logp_grad(run, roll["batch"], loo * mine / (per * G))  # g_p
+        flat_grad(params, vectors[p])
         if right.sum() and wrong.sum():  # m_p; a part without both sides has none (0)
             logp_grad(run, roll["batch"], right / right.sum() - wrong / wrong.sum())
             flat_grad(params, vectors[P + p])
+        if partial:
+            save_whole(dict(g=vectors[p].cpu(), m=vectors[P + p].cpu(), seconds=time.perf_counter() - start),
+                       kept(f"part-{p}.pt"))
+        print(f"E: part {p + 1} of {P} in {time.perf_counter() - start:.0f} s", file=sys.stderr, flush=True)
+        if p + 1 < P and delta.stopped(run):
+            print(f"E: stopped after part {p + 1} of {P}; the same command with --resume goes on from there",
+                  file=sys.stderr)
+            sys.exit(0)
     mixed = ((r.min(1).values != r.max(1).values).float().mean())
     grams = gram(vectors)  # [2P, 2P]
     summary = dict(kind="E", prompts=len(rows), group=G, responses=len(correct), accuracy=float(correct.mean()),
                    mixed_groups=float(mixed), sides=sides, gram=grams[:P, :P].tolist(),
                    margin_gram=grams[P:, P:].tolist(), tokens=int(roll["batch"]["response_mask"].sum()),
-                   seconds=round(time.perf_counter() - t, 2))
+                   seconds=round(time.perf_counter() - t + spent, 2))
     return vectors, summary
+
+
+def save_whole(obj, path):
+    """torch.save to `path` whole or not at all (a stop never leaves half a file that a resume would read)."""
+    torch.save(obj, path + ".tmp")
+    os.replace(path + ".tmp", path)
 
 
 def preconditioner(run, opts, params):
@@ -632,7 +665,14 @@ def measure(run, opts):
     elif opts.e_from:
         sys.exit(f"--e_from: {opts.e_from} has no E with its vectors saved beside it ({cache})")
     else:
-        vectors, E = held_out(run, opts, params, n)
+        partial = path + ".E.parts"  # E as it is made: kept for a --resume of the same settings only
+        if os.path.isdir(partial) and not (opts.resume and read_lines(os.path.join(partial, "settings.jsonl")) == [
+                settings]):
+            shutil.rmtree(partial)
+        os.makedirs(partial, exist_ok=True)
+        with open(os.path.join(partial, "settings.jsonl"), "w") as f:
+            f.write(json.dumps(settings) + "\n")
+        vectors, E = held_out(run, opts, params, n, partial)
         if d is not None:
             d = d.to(vectors.device)
             E["pre_gram"], E["pre_dropped"] = gram(vectors[:opts.parts], d).tolist(), float((d == 0).float().mean())
@@ -644,8 +684,8 @@ def measure(run, opts):
         else:
             write(settings)
             write(E)
-        torch.save({"E": was_E or E, "vectors": vectors.cpu()}, cache + ".tmp")  # whole, or not at all
-        os.replace(cache + ".tmp", cache)
+        save_whole({"E": was_E or E, "vectors": vectors.cpu()}, cache)
+        shutil.rmtree(partial)
     print(f"E: {E['responses']} responses, accuracy {E['accuracy']:.3f}, {E['seconds']:.1f} s", file=sys.stderr,
           flush=True)
     done = {(x["batch"], x["algo"]) for x in old if x.get("kind") == "direction"}
