@@ -5,6 +5,7 @@ engines' (vLLM, memory at scale, metrics sinks) in test_engines.py; the shared f
 rollout, the subprocess runner) in conftest.py."""
 import copy
 import dataclasses
+import io
 import json
 import re
 import os
@@ -821,3 +822,9 @@ def test_direction_categories_give_lam_by_token_category(tiny, tmp_path, monkeyp
         for share in ("share", "share_uniform"):
             parts = [v for k, v in got.items() if k.startswith(share + "/") and k.endswith("/" + side)]
             assert parts and sum(parts) == pytest.approx(1.0, abs=1e-6), (share, side)
+    buf = io.StringIO()  # the report's claim (b) table: each figure of the line, as a mean over its one batch
+    f, _ = direction.report(direction.read_lines(out), out=buf)
+    assert {k: v[0] for k, v in f["categories"].items()} == pytest.approx(got)
+    lam = got[next(k for k in got if k.startswith("lam/") and k.endswith("/pos"))]
+    assert "claim (b), DelTA's lam by token category and side" in buf.getvalue() and f"| {lam:.3f} ± nan |" in \
+        buf.getvalue()

@@ -527,6 +527,12 @@ def figures(lines):
         bottom = top.replace("top", "bottom")  # the lam subsets (Sec. 5), paired; ranked over all tokens, or over
         if {top, bottom} <= set(cells):  # those that carry a gradient
             out[key] = paired(top, bottom, cells[top]["raw"]["cosine"], cells[bottom]["raw"]["cosine"])
+    cats = [rows[(b, "delta")]["categories"] for b in common if "categories" in rows.get((b, "delta"), {})]
+    if cats:  # claim (b): each figure of category_lam over the batches (mean, standard error, batches)
+        keys = list(dict.fromkeys(k for c in cats for k in c))
+        out["categories"] = {k: (float(x.mean()), float(x.std() / math.sqrt(len(x))) if len(x) > 1 else float("nan"),
+                                 len(x)) for k in keys
+                             for x in [torch.tensor([c[k] for c in cats if k in c], dtype=torch.float64)]}
     if "dapo" in cells and have["dapo"].sum() > 1:  # the power calculation's inputs, from DAPO's arm alone
         x = cells["dapo"]["raw"]["cosine"][have["dapo"]]
         sd, se_E = float(x.mean(1).std()), float(x.mean(0).std()) / math.sqrt(P)
@@ -588,6 +594,20 @@ def report(lines, out=sys.stdout):
     if "ordering_signal" in f:
         print("the same, ranked over the tokens that carry a gradient, lam_top_signal - lam_bottom_signal: "
               f"{diff(f['ordering_signal'])}", file=out)
+    cats = f.get("categories")
+    if cats:
+        print("\nclaim (b), DelTA's lam by token category and side on each batch's rollouts (--categories; mean ± "
+              "standard error over batches): lam a token, lamw weighted by |A| ||v||, the category's share of the "
+              "update under DelTA and under DAPO (uniform lam)\n| side | category | lam | lamw | share, DelTA | "
+              "share, DAPO |\n|---|---|---|---|---|---|", file=out)
+        for side in ("pos", "neg"):
+            for name in dict.fromkeys(k.split("/")[1] for k in cats if k.endswith("/" + side) and k.count("/") == 2):
+                got = [cats.get(f"{m}/{name}/{side}") for m in ("lam", "lamw", "share", "share_uniform")]
+                print(f"| {'correct' if side == 'pos' else 'incorrect'} | {name} | " + " | ".join(
+                    "-" if x is None else f"{x[0]:.3f} ± {x[1]:.3f}" for x in got) + " |", file=out)
+        print("rank correlation of lam with the token's probability: " + ", ".join(
+            f"{'correct' if s == 'pos' else 'incorrect'} side {cats[f'rho_p/{s}'][0]:+.3f} ± {cats[f'rho_p/{s}'][1]:.3f}"
+            for s in ("pos", "neg") if f"rho_p/{s}" in cats), file=out)
     power = f.get("power")
     if power:
         print(f"\npower (docs/direction.md): DAPO's cosine has a between-batch sd of {power['sd_batches']:.4g} and "
