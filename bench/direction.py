@@ -87,6 +87,8 @@ SIGNAL_SUBSETS = {f"lam_{side}_signal": dict(delta.ALGOS["lam_top"], weights=sig
 def algorithm(name):
     """An algorithm of --algos: delta.py's ALGOS, or one of SIGNAL_SUBSETS."""
     return delta.ALGOS[name] if name in delta.ALGOS else SIGNAL_SUBSETS[name]
+
+
 DEFAULT_ALGOS = f"dapo,{CONTROL},forking,lam_top,lam_bottom,delta"
 FIXED = ("source", "dataset", "task", "seed", "prompts_per_step", "group_size", "temperature", "max_new_tokens",
          "instruction", "answer_format", "K", "lam_min", "lam_max", "forking_ratio", "big", "e_prompts", "e_group",
@@ -605,9 +607,10 @@ def report(lines, out=sys.stdout):
                 got = [cats.get(f"{m}/{name}/{side}") for m in ("lam", "lamw", "share", "share_uniform")]
                 print(f"| {'correct' if side == 'pos' else 'incorrect'} | {name} | " + " | ".join(
                     "-" if x is None else f"{x[0]:.3f} ± {x[1]:.3f}" for x in got) + " |", file=out)
+        rho = [(side, cats[f"rho_p/{s}"]) for s, side in (("pos", "correct"), ("neg", "incorrect"))
+               if f"rho_p/{s}" in cats]
         print("rank correlation of lam with the token's probability: " + ", ".join(
-            f"{'correct' if s == 'pos' else 'incorrect'} side {cats[f'rho_p/{s}'][0]:+.3f} ± {cats[f'rho_p/{s}'][1]:.3f}"
-            for s in ("pos", "neg") if f"rho_p/{s}" in cats), file=out)
+            f"{side} side {x[0]:+.3f} ± {x[1]:.3f}" for side, x in rho), file=out)
     power = f.get("power")
     if power:
         print(f"\npower (docs/direction.md): DAPO's cosine has a between-batch sd of {power['sd_batches']:.4g} and "

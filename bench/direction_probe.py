@@ -49,8 +49,8 @@ def main(argv=None):
         t, peak[0] = time.perf_counter(), resident_gb()
         roll = direction.rollout(run, run.eval_rows[:opts.prompts], opts.group, seed=5)
         tokens = float(roll["batch"]["response_mask"].sum(1).float().mean())
-        print(f"drawn: {opts.prompts * opts.group} responses (mean {tokens:.0f} tokens) in {time.perf_counter() - t:.0f}"
-              f" s, peak {peak[0]:.1f} GB", flush=True)
+        print(f"drawn: {opts.prompts * opts.group} responses (mean {tokens:.0f} tokens) in "
+              f"{time.perf_counter() - t:.0f} s, peak {peak[0]:.1f} GB", flush=True)
         direction.trainable(run.model)
         coef = torch.zeros(opts.prompts * opts.group, device=run.device)
         coef[:opts.graded * opts.group] = 1e-3
