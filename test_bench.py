@@ -783,6 +783,8 @@ def test_direction_E_stopped_between_parts_goes_on_from_its_next_part(tiny, tmp_
         assert e.value.code == 0 and sorted(os.listdir(stopped + ".E.parts")) == [
             "part-0.pt", "rollout.pt", "settings.jsonl"]
         parts_before = len(made)
+        kept = torch.load(os.path.join(stopped + ".E.parts", "part-0.pt"))
+        assert all(kept[k].untyped_storage().nbytes() == kept[k].numel() * 4 for k in "gm")  # its rows, not all E
         direction.main(flags + ["--out", stopped, "--resume"])
         assert len(seeds) == 2 and not os.path.exists(stopped + ".E.parts")  # E's rollouts, then the batch's
         assert parts_before == 2 and len(made) - parts_before == 2 * 2  # part 1's g and m; then parts 2 and 3's

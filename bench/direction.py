@@ -323,7 +323,7 @@ def held_out(run, opts, params, n, partial=None):
         right, wrong = correct * mine, (1 - correct) * mine
         sides.append([int(right.sum()), int(wrong.sum())])
         if partial and os.path.exists(kept(f"part-{p}.pt")):  # made before a stop
-            done = torch.load(kept(f"part-{p}.pt"))
+            done = torch.load(kept(f"part-{p}.pt"), mmap=True)  # mapped: files of an older run hold all of E
             vectors[p], vectors[P + p], spent = done["g"], done["m"], spent + done["seconds"]
             continue
         start = time.perf_counter()
@@ -333,8 +333,8 @@ def held_out(run, opts, params, n, partial=None):
             logp_grad(run, roll["batch"], right / right.sum() - wrong / wrong.sum())
             flat_grad(params, vectors[P + p])
         if partial:
-            save_whole(dict(g=vectors[p].cpu(), m=vectors[P + p].cpu(), seconds=time.perf_counter() - start),
-                       kept(f"part-{p}.pt"))
+            save_whole(dict(g=vectors[p].clone().cpu(), m=vectors[P + p].clone().cpu(),  # clone: a view's
+                            seconds=time.perf_counter() - start), kept(f"part-{p}.pt"))  # save writes all of E
         print(f"E: part {p + 1} of {P} in {time.perf_counter() - start:.0f} s", file=sys.stderr, flush=True)
         if p + 1 < P and delta.stopped(run):
             print(f"E: stopped after part {p + 1} of {P}; the same command with --resume goes on from there",
