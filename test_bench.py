@@ -7,6 +7,7 @@ import copy
 import dataclasses
 import io
 import json
+import math
 import re
 import os
 import sys
@@ -620,6 +621,31 @@ def test_direction_of_a_batch_against_itself_has_cosine_one(tiny):
     assert direction.t_sf(0.0, 5) == pytest.approx(0.5)
     assert direction.t_sf(2.0, 10) == pytest.approx(0.036694, abs=1e-5)
     assert direction.t_sf(-1.812461, 10) == pytest.approx(0.95, abs=1e-5)
+
+
+def test_direction_power_splits_delta_minus_dapo_into_its_batch_and_part_terms():
+    """The report's sizing inputs: DelTA - DAPO's between-batch sd and E's parts' term, by a plain loop over the
+    [batch, part] cosines, whose squares add up to the paired difference's crossed error (sd^2 / M + term^2)."""
+    cos = {"dapo": [[0.30, 0.10], [0.50, 0.20], [0.20, 0.40]], "delta": [[0.32, 0.13], [0.49, 0.26], [0.25, 0.41]]}
+    lines = [dict(kind="settings"), dict(kind="E", prompts=2, group=2, accuracy=0.5, mixed_groups=1.0,
+                                         gram=[[2.0, 0.0], [0.0, 2.0]], margin_gram=[[1.0, 0.0], [0.0, 1.0]])]
+    for algo, rows in cos.items():  # |g_E| = 1 and |g| = 1, so a part's dot is its cosine
+        lines += [dict(kind="direction", batch=b, algo=algo, g2=1.0, dots=row + [0.0, 0.0]) for b, row in
+                  enumerate(rows)]
+    f = direction.figures(lines)
+    diff = [[t - d for t, d in zip(*rows)] for rows in zip(cos["delta"], cos["dapo"])]  # [M, P]
+
+    def sd(xs):
+        m = sum(xs) / len(xs)
+        return math.sqrt(sum((x - m) ** 2 for x in xs) / (len(xs) - 1))
+    pair = f["power"]["pair"]
+    assert pair["sd_batches"] == pytest.approx(sd([sum(r) / 2 for r in diff]))
+    assert pair["se_E"] == pytest.approx(sd([sum(c) / 3 for c in zip(*diff)]) / math.sqrt(2))
+    se = f["table"][("delta", "raw")]["cosine - dapo"][1]
+    assert se ** 2 == pytest.approx(pair["sd_batches"] ** 2 / 3 + pair["se_E"] ** 2)
+    buf = io.StringIO()
+    direction.report(lines, out=buf)
+    assert f"delta - dapo: a between-batch sd of {pair['sd_batches']:.4g}" in buf.getvalue()
 
 
 def test_direction_results_file_resumes_and_reports(tiny, tmp_path, monkeypatch):

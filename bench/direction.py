@@ -542,6 +542,10 @@ def figures(lines):
         need = lambda d: math.ceil((z * sd / d) ** 2) if d > 0 else "-"  # noqa: E731
         out["power"] = dict(sd_batches=sd, se_E=se_E, M=[(d, need(d)) for d in (0.1 * float(x.mean()),
                                                                                 0.25 * float(x.mean()))])
+        if "delta" in cells and (have["dapo"] & have["delta"]).sum() > 1:  # the paired difference's two terms
+            both = have["dapo"] & have["delta"]  # (crossed's), which size a rule by their ratio to DAPO's own
+            y = cells["delta"]["raw"]["cosine"][both] - cells["dapo"]["raw"]["cosine"][both]
+            out["power"]["pair"] = dict(sd_batches=float(y.mean(1).std()), se_E=float(y.mean(0).std()) / math.sqrt(P))
     return out
 
 
@@ -619,6 +623,11 @@ def report(lines, out=sys.stdout):
               ", ".join(f"d = {d:.3g} (a {r} of DAPO's cosine): M = {m}" for (d, m), r in zip(power["M"],
                                                                                           ("tenth", "quarter"))),
               file=out)
+        pair = power.get("pair")
+        if pair:
+            r_b, r_p = pair["sd_batches"] / power["sd_batches"], pair["se_E"] / power["se_E"]
+            print(f"delta - dapo: a between-batch sd of {pair['sd_batches']:.4g} ({r_b:.3f} of DAPO's) and E's parts' "
+                  f"standard error {pair['se_E']:.4g} ({r_p:.3f} of DAPO's)", file=out)
     line = verdict(f)
     print("\n" + line, file=out)
     return f, line
