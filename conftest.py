@@ -17,10 +17,12 @@ import torch
 
 import checkpoints
 import delta
+import sampling
 import tasks
 
 ROOT = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(ROOT, "bench"))  # the benches' data and helpers (math_cases, bench_honest)
+for folder in ("experiments", "bench", "cases", "tools"):  # what the tests import: memory, bench_honest, math_cases
+    sys.path.insert(0, os.path.join(ROOT, folder))
 
 # ------------------------------------------------------------------------------------- markers
 MARKERS = {  # each names the CI job that runs its tests (.ci/run); the main suite deselects all but root (pytest.ini)
@@ -133,7 +135,7 @@ def make_run(tiny, world=1, **changes):
 def pack(tok, prompts, responses, device):
     """Prompts followed by given responses + eos, in delta.py's rollout layout (as its warm start builds them)."""
     ids = [tok(r, add_special_tokens=False).input_ids + [tok.eos_token_id] for r in responses]
-    return delta.rollout_batch([delta.encode_prompt(tok, p) for p in prompts], ids, [tok.eos_token_id],
+    return sampling.rollout_batch([sampling.encode_prompt(tok, p) for p in prompts], ids, [tok.eos_token_id],
                                tok.pad_token_id, device)
 
 

@@ -8,9 +8,10 @@ The paper (Zhang, Wu and Lin, arXiv 2605.21467) and this file, in the same order
     baselines  top_share_mask (forking tokens), fipo_weights (FIPO); SAPO is policy_loss(sapo_tau=...)
 These functions are copyable: pure torch, no dependency on the rest of the file, and a collective call only on a
 process group passed as `group`. Then the trainer: rl_step (one rollout batch, read like the paper's algorithm box)
-and its helpers in call order, ALGOS (each algorithm as data), the step's mechanics, the engine seam (HF sampler and
-DDP here, the rest in engines.py), the main loop (prepare a run, train it), and the arguments. Companions, imported
-where first needed: rewards.py (verifiers, datasets), checkpoints.py (a run's files), tasks.py (the tiny default).
+and its helpers in call order, ALGOS (each algorithm as data), the step's mechanics, the engine seam (the samplers
+in sampling.py, DDP and FSDP2 in engines.py), the main loop (prepare a run, train it), and the arguments.
+Companions, imported where first needed: rewards.py (verifiers), tasks.py (the embedded tasks and every dataset
+reader), sampling.py (rollouts), checkpoints.py (a run's files), engines.py (FSDP2, GPU memory).
 
     python delta.py                                   # offline tiny default on the CPU, a few minutes
     torchrun --nproc_per_node 2 delta.py              # the same on 2 processes under DDP (gloo on CPU)
@@ -27,7 +28,6 @@ import dataclasses
 import datetime
 import difflib
 import gc
-import inspect
 import json
 import math
 import os
@@ -41,10 +41,9 @@ from dataclasses import dataclass, field
 
 import torch
 import torch.distributed as dist
-import torch.distributed.checkpoint.state_dict as dcp
 import transformers
 from tqdm import tqdm
-from transformers import GenerationConfig, HfArgumentParser
+from transformers import HfArgumentParser
 
 
 # ======== 1. The method, in the paper's order (copyable: pure torch, collectives only on `group`) =====================
@@ -259,8 +258,7 @@ def rl_step(run, step):
     a, algo, times = run.args, run.algo, [clock(run)]
     rows, epoch = step_prompts(run, step)  # this rank's share of the step's prompts
     batch = sample(run.sampler, [prompt_text(run.tok, r["question"], a.instruction) for r in rows], a.temperature,
-                   a.group_size, seed=((a.seed * 100_003 + step) * 101 + run.rank) * 10_007,  # 1. G responses each
-                   report=reporter(a, run.rank, f"step {step + 1}: generate"))
+                   a.group_size, seed=((a.seed * 100_003 + step) * 101 + run.rank) * 10_007)  # 1. G responses each
     correct, reward = verify(run, batch, rows)  # 2. 1 right, 0 wrong; DAPO's overlong penalty
     adv = group_advantages(reward, a.group_size, algo["scale"])  # 3. Eq. A  [N]
     times.append(clock(run))
@@ -303,15 +301,17 @@ def prompt_text(tok, question, instruction=""):
                    "user" else f"Answer: {m['content']}\n" for m in messages) + "Answer: "
 
 
-def sample(sampler, prompts, temperature, n=1, seed=0, report=None):
+def sample(sampler, prompts, temperature, n=1, seed=0, what="generate"):
     """n responses to each prompt, adjacent, in the rollout layout (greedy at temperature 0); the sampler's
-    log-probs, if it has them, in "sampler_logp" [N, R]. report: the phase's progress (reporter())."""
-    tok, prompt_ids = sampler.tok, [encode_prompt(sampler.tok, p) for p in prompts]
-    responses, logprobs = sampler.generate(prompt_ids, temperature, n, seed, **({"report": report} if report else {}))
+    log-probs, if it has them, in "sampler_logp" [N, R] (sampling.rollout_batch: the layout, through the first eos).
+    what: the phase's name in the progress lines."""
+    tok, layout = sampler.tok, sampling()
+    prompt_ids = [layout.encode_prompt(tok, p) for p in prompts]
+    responses, logprobs = sampler.generate(prompt_ids, temperature, n, seed, what=what)
     if not prompts:
         return None
-    batch = rollout_batch([p for p in prompt_ids for _ in range(n)], responses, sampler.eos, tok.pad_token_id,
-                          sampler.device)
+    batch = layout.rollout_batch([p for p in prompt_ids for _ in range(n)], responses, sampler.eos, tok.pad_token_id,
+                                 sampler.device)
     if logprobs is not None:
         R = batch["response_mask"].shape[1]
         batch["sampler_logp"] = torch.tensor([(lp + [0.0] * R)[:R] for lp in logprobs], device=sampler.device)
@@ -323,7 +323,7 @@ def verify(run, batch, rows):
     (code), timed (time/reward), and the reward: with DAPO's soft overlong punishment."""
     a, t = run.args, time.perf_counter()
     golds = [r["answer"] for r in rows for _ in range(a.group_size)]
-    correct = torch.tensor(rewards().score_batch(decode_responses(run.tok, batch), golds, run.reward,
+    correct = torch.tensor(rewards().score_batch(sampling().decode_responses(run.tok, batch), golds, run.reward,
                                                  a.reward_timeout or None, stats=run.reward_stats,
                                                  answer_format=run.answer_format))
     run.reward_seconds = time.perf_counter() - t
@@ -362,7 +362,7 @@ def score(run, batch, adv, plans, features):
         buffer = (engines().feature_buffer(run, n, H, dtype) if a.offload_features or run.accel.gpu
                   else torch.empty(n, H, dtype=dtype, device=device))  # [n, H]
         adv_tok, where, offset = [adv[:0]], [torch.zeros(0, dtype=torch.long, device=device)], 0
-    tick = progress(a, run.rank, "score", sum(len(rows) for groups in plans for rows in groups), "rows")
+    tick = run.report("score", sum(len(rows) for groups in plans for rows in groups), "rows")
     for rows in (rows for groups in plans for rows in groups):
         ids, am, Rm = micro_batch(batch, rows)
         tick(len(rows), int(am.sum()))
@@ -398,7 +398,7 @@ def update(run, batch, adv, weights, plans):
     per_rank = a.mini_batch_prompts // run.world * a.group_size  # a mini-batch's rows on each rank
     losses, sums, norms = [], torch.zeros(4, dtype=torch.float64, device=mask.device), []
     model.train()  # HF checkpoints its layers (--gradient_checkpointing) in training mode only; dropout is off
-    tick = progress(a, run.rank, "update", sum(len(rows) for groups in plans for rows in groups), "rows")
+    tick = run.report("update", sum(len(rows) for groups in plans for rows in groups), "rows")
     for k, groups in enumerate(plans):  # one optimizer step per mini-batch
         block = slice(k * per_rank, (k + 1) * per_rank)  # the mini-batch's rows, before any was dropped
         count = reduce(run, row_count[block].sum().double()).clamp(min=1)  # the mini-batch's normaliser
@@ -550,38 +550,6 @@ def step_metrics(run, roll, weights, plans, losses, times):
     return m
 
 
-def encode_prompt(tok, text):
-    """Token ids of a prompt text. A chat template writes its own special tokens (BOS included, where it asks for
-    one), so its text is tokenized as it is, as HF's apply_chat_template(tokenize=True) does; a plain prompt gets
-    the BOS that the tokenizer's own rule adds (add_special_tokens), as a base model saw in pre-training."""
-    ids = tok(text, add_special_tokens=False).input_ids
-    bos = tok.bos_token_id
-    if getattr(tok, "chat_template", None) or bos is None or ids[:1] == [bos]:
-        return ids
-    return [bos] + ids if tok("a", add_special_tokens=True).input_ids[:1] == [bos] else ids
-
-
-def rollout_batch(prompt_ids, responses, ends, pad_id, device):
-    """The layout every later step reads: input_ids and attention_mask [N, P + R] (prompts left-, responses right-
-    padded), response_mask [N, R] (through the first eos id, never the pad id: Qwen's pad is its eos), truncated
-    [N] (no eos), prompt_len P."""
-    P, R = max(map(len, prompt_ids)), max(1, max(map(len, responses)))
-    left = torch.tensor([[pad_id] * (P - len(p)) + p for p in prompt_ids], dtype=torch.long)  # [N, P]
-    right = torch.tensor([r + [pad_id] * (R - len(r)) for r in responses], dtype=torch.long)  # [N, R]
-    prompt_mask = torch.tensor([[0] * (P - len(p)) + [1] * len(p) for p in prompt_ids], dtype=torch.bool)  # [N, P]
-    filled = torch.tensor([[1] * len(r) + [0] * (R - len(r)) for r in responses], dtype=torch.bool)  # [N, R]
-    is_eos = torch.isin(right, torch.tensor(ends)) & filled  # [N, R]
-    response_mask = filled & ((is_eos.cumsum(1) - is_eos.long()) == 0)  # [N, R] through the first eos
-    return {"input_ids": torch.cat([left, right], 1).to(device), "response_mask": response_mask.to(device),
-            "attention_mask": torch.cat([prompt_mask, response_mask], 1).to(device),
-            "truncated": (~is_eos.any(1)).to(device), "prompt_len": P}
-
-
-def decode_responses(tok, batch):
-    ids, mask = batch["input_ids"][:, batch["prompt_len"]:], batch["response_mask"]
-    return [tok.decode(i[m], skip_special_tokens=True) for i, m in zip(ids, mask)]
-
-
 def overlong_penalty(lengths, max_len, buffer, factor):
     """DAPO's soft overlong punishment: 0 up to max_len - buffer, then linear down to -factor at max_len."""
     if buffer <= 0:
@@ -640,12 +608,13 @@ def response_logprobs(model, input_ids, attention_mask, R, temperature, chunk_to
     computes when the config sets output_router_logits), or None. share_prompts (no gradient): rows with the same
     prompt run on one forward of it (prompt_cache), the same values to fp32 rounding."""
     position_ids = (attention_mask.long().cumsum(1) - 1).clamp(min=0)  # [b, P + R] as generate sets them
-    cache = prompt_cache(model, input_ids, attention_mask, input_ids.shape[1] - R - 1) if share_prompts else {}
-    start = input_ids.shape[1] - R - 1 if cache else 0  # the cache holds every prompt token but the last
+    upto = input_ids.shape[1] - R - 1  # the cache holds every prompt token but the last
+    cache = sampling().prompt_cache(model, input_ids, attention_mask, upto) if share_prompts else {}
+    start = upto if cache else 0
     with sliced_lm_head(model, input_ids[:, -R:], temperature, chunk_tokens, checkpoint, with_entropy) as head:
         out = model(input_ids=input_ids[:, start:], attention_mask=attention_mask.long(),
                     position_ids=position_ids[:, start:], logits_to_keep=R + 1, use_cache=False, **cache,
-                    **(router_off(model) if cache else {}))
+                    **(sampling().router_off(model) if cache else {}))
     if extra is not None:
         extra["aux_loss"] = getattr(out, "aux_loss", None)
     stats = out.logits  # [b, R, 2]
@@ -688,7 +657,7 @@ def importance_weights(run, batch, weight, live):
     a = run.args
     if "sampler_logp" not in batch or a.is_cap <= 0:
         return weight, {}
-    is_w = engines().is_correction(batch["old_logp"], batch["sampler_logp"], a.is_cap)  # [N, R]
+    is_w = sampling().is_correction(batch["old_logp"], batch["sampler_logp"], a.is_cap)  # [N, R]
     n = reduce(run, live.sum().double()).clamp(min=1)
     return weight * is_w, {"rollout/is_mean": (reduce(run, (is_w * live).sum().double()) / n).item(),
                            "rollout/is_capped": (reduce(run, ((is_w >= a.is_cap) & live).sum().double()) / n).item()}
@@ -732,24 +701,32 @@ def weight_stats(run, lam, mask):
 
 
 # ======== 5. The companion files, and the engine seam: a sampler and a sharding strategy ==============================
-# sampler: generate(prompt_ids, temperature, n, seed) -> (responses, log-probs or None), token ids in and out,
-#   plus tok, eos and device; HFSampler here, engines.VLLMSampler for --vllm (engines.py: with its flags or a GPU).
+# sampler: generate(prompt_ids, temperature, n, seed, what) -> (responses, log-probs or None), token ids in and out,
+#   plus tok, eos and device; sampling.HFSampler, or sampling.VLLMSampler for --vllm (sampling.py).
 # sharding: wrap, no_sync, gathered, zero_grad, model_state, optim_state and `group` (None in one process), which
-#   the trainer passes to the copyable functions; DDP here, engines.FSDP2 for --fsdp (checkpoints.py: either's).
+#   the trainer passes to the copyable functions; engines.DDP, or engines.FSDP2 for --fsdp (checkpoints.py: either's).
+# The device seam: engines.Accelerator. Then the processes (torchrun's variables) and the run's progress lines.
 def rewards():
-    """rewards.py, imported where a reward is computed or a dataset read: delta.py alone holds the copyable API."""
+    """rewards.py, imported where a reward is computed: delta.py alone holds the copyable API."""
     import rewards
     return rewards
 
 
 def engines():
-    """engines.py, imported only where a flag or a GPU needs it: DDP and HF generation run without it."""
+    """engines.py, imported where a run is made: the device seam, DDP or FSDP2, GPU memory."""
     import engines
     return engines
 
 
+def sampling():
+    """sampling.py, imported where a run samples: the HF decoder on the KV cache, vLLM's sampler, stop tokens."""
+    import sampling
+    return sampling
+
+
 def tasks():
-    """tasks.py, imported by the offline default only (the tiny model, the embedded tasks and their warm start)."""
+    """tasks.py, what a run trains and evaluates on: the embedded tasks (the tiny model and its warm start too) and
+    every dataset reader."""
     import tasks
     return tasks
 
@@ -760,233 +737,14 @@ def checkpoints():
     return checkpoints
 
 
-PRETEND_GPU = "DELTA_PRETEND_GPU"  # the device seam's test mode: the free GiB a CPU process reports as a GPU
-
-
-class Accelerator:
-    """The device seam: the trainer's one way to ask about its device (a GPU or not, the communicator's backend,
-    waiting for queued work; engines.py asks its memory: gpu_memory, release, pinned). With DELTA_PRETEND_GPU=<free
-    GiB> in the environment a CPU process answers as a GPU of 80 GiB with that much free would, on gloo, so CI runs
-    every branch a GPU takes (in a GPU's dtypes: bf16 by default); only the seam's own CUDA calls stay unrun on a CPU
-    (docs/scale.md lists them with the rest of what CI never executes)."""
-
-    def __init__(self, device, pretend=None):  # pretend: free GiB (the environment's if None)
-        pretend = os.environ.get(PRETEND_GPU) if pretend is None else pretend
-        self.device, self.cuda = device, device.type == "cuda"
-        self.pretend = float(pretend) * (1 << 30) if pretend not in (None, "") and device.type == "cpu" else None
-        self.gpu = self.cuda or self.pretend is not None
-        self.backend = "nccl" if self.cuda else "gloo"
-
-    def synchronize(self):  # the device's queued work is done (phase timings, non-blocking copies to host memory)
-        if self.cuda:
-            torch.cuda.synchronize(self.device)
-
-    def rng_devices(self):  # the devices whose generators torch.random.fork_rng forks
-        return [self.device] if self.cuda else []
-
-    def ddp_ids(self):  # DDP's device_ids: the GPU a process drives
-        return [self.device.index] if self.cuda else None
-
-
-class HFSampler:
-    """Sampling on the training model (decode: HF's forward on its KV cache, each prompt forwarded once a group),
-    in calls of at most --gen_max_tokens tokens (the KV cache), as many on every rank (FSDP gathers in each). It
-    draws from torch's global generator (checkpoints save it)."""
-
-    def __init__(self, args, model, tok, eos, sharding):
-        self.args, self.model, self.tok, self.eos, self.sharding = args, model, tok, eos, sharding
-        self.device = sharding.device
-
-    @torch.no_grad()
-    def generate(self, prompt_ids, temperature, n=1, seed=0, report=None):
-        a, model, pad = self.args, self.model, self.tok.pad_token_id
-        ids = [p for p in prompt_ids for _ in range(n)]
-        per_call = max(1, a.gen_max_tokens // (max(map(len, ids), default=1) + a.max_new_tokens))
-        calls = torch.tensor([math.ceil(len(ids) / per_call)], device=self.device)
-        if self.sharding.group is not None:
-            dist.all_reduce(calls, op=dist.ReduceOp.MAX, group=self.sharding.group)
-        was_training, responses = model.training, []
-        tick = report(int(calls) * a.max_new_tokens, "decode steps", bound=True) if report else lambda k=1, tokens=0: 0
-        model.eval()
-        with self.sharding.gathered(model):
-            for c in range(int(calls)):
-                chunk = ids[c * per_call:(c + 1) * per_call] or [ids[0] if ids else [pad]]
-                P = max(map(len, chunk))
-                x = torch.tensor([[pad] * (P - len(p)) + p for p in chunk], device=self.device)  # [n, P]
-                am = torch.tensor([[0] * (P - len(p)) + [1] * len(p) for p in chunk], device=self.device)
-                with autocast(self.device, self.sharding.bf16):
-                    out = decode(model, x, am, a.max_new_tokens, self.eos, pad, temperature, a.top_p, a.top_k,
-                                 each_token=lambda rows: tick(1, rows))
-                tick(a.max_new_tokens - out.shape[1])  # the steps a call that ended early skipped
-                if c * per_call < len(ids):  # a call made only to keep the ranks in step returns nothing
-                    responses += out.tolist()  # [n, R'] ending in pad after an eos
-        model.train(was_training)
-        return responses, None
-
-
-def decode(model, input_ids, attention_mask, max_new_tokens, eos, pad, temperature, top_p=1.0, top_k=0,
-           each_token=None):
-    """Up to max_new_tokens tokens after each left-padded prompt of input_ids [n, P], sampled (or greedy at
-    temperature 0) as HF's generate samples them, a forward a token on the model's own KV cache, whose prompt
-    part holds each distinct prompt forwarded once (prompt_cache). Stops when every row has an eos: [n, R'].
-    each_token(rows): after each step, the count of rows that drew a token in it (progress)."""
-    n, P = input_ids.shape
-    name, device = cache_keyword(model), input_ids.device
-    cache = prompt_cache(model, input_ids, attention_mask, P - 1).get(name)
-    start = 0 if cache is None else P - 1  # the tokens cached
-    am = torch.cat([attention_mask.long(), attention_mask.new_ones(n, max_new_tokens).long()], 1)  # [n, P + T]
-    position = (am.cumsum(1) - 1).clamp(min=0)  # as generate sets them
-    tokens, done, eos, out = input_ids[:, start:], torch.zeros(n, dtype=torch.bool, device=device), \
-        torch.tensor(eos, dtype=torch.long, device=device), []
-    for t in range(max_new_tokens):
-        end = P + t
-        step = model(input_ids=tokens, attention_mask=am[:, :end], position_ids=position[:, start:end],
-                     cache_position=torch.arange(start, end, device=device), use_cache=True, logits_to_keep=1,
-                     **({} if cache is None else {name: cache}), **router_off(model))
-        cache = step[name]
-        token = torch.where(done, pad, next_tokens(step.logits[:, -1].float(), temperature, top_p, top_k))  # [n]
-        out.append(token)
-        active = n - int(done.sum()) if each_token else 0
-        done |= torch.isin(token, eos)
-        if each_token:
-            each_token(active)
-        if bool(done.all()):
-            break
-        tokens, start = token[:, None], end
-    return torch.stack(out, 1)
-
-
-def next_tokens(logits, temperature, top_p=1.0, top_k=0):
-    """A token a row from logits [n, V]: argmax at temperature 0, else a draw from softmax(logits / T) restricted
-    as HF's warpers restrict it (top-k, then the smallest set of top-p mass, at least one token), by the inverse
-    of its CDF at one uniform a row (torch.multinomial draws V exponentials a row: most of a CPU decode step)."""
-    if temperature <= 0:
-        return logits.argmax(-1)
-    logits = logits / temperature
-    if 0 < top_k < logits.shape[-1]:
-        logits = logits.masked_fill(logits < logits.topk(top_k).values[:, -1:], -math.inf)
-    if top_p < 1.0:
-        ascending, order = logits.sort(-1)
-        drop = ascending.softmax(-1).cumsum(-1) <= 1 - top_p
-        drop[:, -1] = False
-        logits = logits.masked_fill(drop.scatter(-1, order, drop), -math.inf)
-    cdf = logits.softmax(-1).cumsum(-1)  # [n, V]
-    u = torch.rand(len(cdf), 1, device=cdf.device) * cdf[:, -1:]
-    return torch.searchsorted(cdf, u, right=True).squeeze(-1).clamp(max=cdf.shape[-1] - 1)
-
-
-def prompt_cache(model, input_ids, attention_mask, upto):
-    """The KV cache of input_ids[:, :upto] [n, upto] with each distinct row forwarded once and its cache repeated
-    for the rows that share it (a group's G responses share their prompt), as {name: cache} for the model's
-    keyword; {} (nothing run) when no row repeats or upto is 0. The rows after `upto` then run on it: the same
-    attention over the same keys, so the same outputs to fp32 rounding."""
-    index, first, owner = {}, [], []  # a distinct row's index, the first row of each, each row's distinct row
-    for i, row in enumerate(map(tuple, input_ids[:, :upto].tolist())):
-        if row not in index:
-            index[row] = len(first)
-            first.append(i)
-        owner.append(index[row])
-    if upto < 1 or len(first) == len(owner):
-        return {}
-    rows = torch.tensor(first, device=input_ids.device)  # [u]
-    ids, am = input_ids[rows, :upto], attention_mask[rows, :upto].long()  # [u, upto]
-    name = cache_keyword(model)
-    out = model(input_ids=ids, attention_mask=am, position_ids=(am.cumsum(1) - 1).clamp(min=0), use_cache=True,
-                logits_to_keep=1, **router_off(model))
-    cache = out[name]
-    cache.reorder_cache(torch.tensor(owner, device=input_ids.device))  # [u, ...] -> [n, ...]
-    return {name: cache}
-
-
-def cache_keyword(model):
-    """The keyword of a model's KV cache: transformers 5.2x renamed past_key_values to cache."""
-    return "cache" if "cache" in inspect.signature(type(unwrap(model)).forward).parameters else "past_key_values"
-
-
-def router_off(model):
-    """An MoE's load-balancing loss off (HF computes it over the attention mask's tokens, which a forward on a
-    cache does not all run): for the forwards that need no loss."""
-    return {"output_router_logits": False} if getattr(unwrap(model).config, "output_router_logits", False) else {}
-
-
-class DDP:
-    """DDP under torchrun (the model itself in one process). The full, name-keyed state dicts (final/, the tests)
-    are the same under DDP and FSDP."""
-
-    sharded = False  # every process holds the whole model (engines.FSDP2: True)
-
-    def __init__(self, world, device, bf16=False):
-        self.world, self.device, self.bf16 = world, device, bf16  # bf16: compute in bf16 (autocast; FSDP: gathers)
-        self.accel = Accelerator(device)
-        self.group = dist.group.WORLD if world > 1 else None  # the process group the trainer passes on
-
-    def wrap(self, model, args):
-        if self.world == 1:
-            return model
-        return torch.nn.parallel.DistributedDataParallel(  # the gradients live in the buckets: no second copy
-            model, device_ids=self.accel.ddp_ids(), gradient_as_bucket_view=True)
-
-    def no_sync(self, model, sync):  # gradient communication on the last micro-batch of a mini-batch only
-        return contextlib.nullcontext() if sync or self.world == 1 else model.no_sync()
-
-    def gathered(self, model):  # the parameters are whole already
-        return contextlib.nullcontext()
-
-    def zero_grad(self, optimizer):  # DDP: the gradients stay views of its buckets, zeroed in place (freed, the
-        optimizer.zero_grad(set_to_none=self.world == 1)  # next micro-batch would make a second full copy)
-
-    FULL = dcp.StateDictOptions(full_state_dict=True, cpu_offload=True)  # whole tensors on CPU, keyed by name
-
-    def model_state(self, model):  # the full weights on CPU (a collective under FSDP)
-        return dcp.get_model_state_dict(unwrap(model), options=self.FULL)
-
-    def optim_state(self, model, optimizer):  # the full state keyed by parameter name (a collective under FSDP)
-        return dcp.get_optimizer_state_dict(unwrap(model), optimizer, options=self.FULL)
-
-
-def make_sampler(args, model, tok, source, sharding, rank=0, optimizer=None):
-    """HFSampler (HF's forward, decode()), or with --vllm a vLLM engine per rank, built from the folder `source`,
-    that receives `model`'s weights before every generation when given a model (eval.py samples from `source` as
-    it is)."""
-    if not args.vllm:
-        return HFSampler(args, model, tok, eos_ids(source, tok), sharding)
-    return engines().VLLMSampler(args, model, tok, eos_ids(source, tok), sharding, rank, source, optimizer)
-
-
-def eos_ids(source, tok):
-    """Every token id that ends a response: the generation config's (Qwen lists two), the tokenizer's, and the
-    special token that closes an assistant turn in the chat template (a base model's template may close it with
-    <|im_end|> while its generation config names only <|endoftext|>)."""
-    try:
-        ids = GenerationConfig.from_pretrained(source).eos_token_id
-    except (OSError, ValueError):
-        ids = None
-    ids = set([ids] if isinstance(ids, int) else (ids or [])) | {tok.eos_token_id, turn_end(tok)}
-    return sorted(i for i in ids if i is not None)
-
-
-def turn_end(tok):
-    """The id of the special token the chat template writes right after an assistant's message, or None."""
-    if not getattr(tok, "chat_template", None):
-        return None
-    try:
-        text = tok.apply_chat_template([{"role": "user", "content": "2+2?"}, {"role": "assistant", "content": "4"}],
-                                       tokenize=False)
-    except Exception:  # a template that refuses this conversation names no turn end
-        return None
-    after = tok(text[text.rindex("4") + 1:], add_special_tokens=False).input_ids[:1]
-    token = tok.added_tokens_decoder.get(after[0]) if after else None
-    return after[0] if token is not None and token.special else None
-
-
 def unwrap(model):
     return model.module if hasattr(model, "module") else model
 
 
 def bf16_compute(args, device):
     """--precision: bf16 autocast (DDP) or bf16 gathered weights (FSDP) on a GPU by default, fp32 on a CPU; bf16
-    on a CPU gives the GPU's dtypes to a CPU run (bench/memory_measured.py)."""
-    return args.precision == "bf16" or (args.precision == "auto" and Accelerator(device).gpu)
+    on a CPU gives the GPU's dtypes to a CPU run (tools/memory_measured.py)."""
+    return args.precision == "bf16" or (args.precision == "auto" and engines().Accelerator(device).gpu)
 
 
 def autocast(device, enabled):
@@ -1000,7 +758,7 @@ def setup_distributed(timeout_minutes=60):
     world = int(os.environ.get("WORLD_SIZE", "1"))
     rank, local_rank = int(os.environ.get("RANK", "0")), int(os.environ.get("LOCAL_RANK", "0"))
     device = torch.device("cuda", local_rank) if torch.cuda.is_available() else torch.device("cpu")
-    accel = Accelerator(device)
+    accel = engines().Accelerator(device)
     if accel.gpu:
         engines().expandable_segments()  # before the first allocation
     if accel.cuda:
@@ -1020,31 +778,33 @@ def clock(run):
     return time.perf_counter()
 
 
-def progress(args, rank, what, total, unit, bound=False):
-    """tick(k, tokens=0, note=""), one long phase's reporter: k more of its `total` units done (rows, responses).
-    On rank 0 with --progress, a line at most every --progress_seconds: done, the rate (tokens/s when counted),
-    and the time left at that rate (`bound`: at most that, a phase that may end early). The other ranks: nothing."""
-    if rank != 0 or not args.progress or not total:
-        return lambda k=1, tokens=0, note="": None
-    start, done = time.perf_counter(), [0, 0, 0.0]  # units, tokens, the clock at the last line
+def progress(args, rank):
+    """The run's one progress helper (run.report), which it hands to its sampler and its phases:
+    report(what, total=None, unit="", bound=False) -> tick(k=1, tokens=0, note=""). A phase that counts its `total`
+    units (rows, decode steps) gets, on rank 0 with --progress, a line at most every --progress_seconds: done, the
+    rate (tokens/s when counted) and the time left at that rate (`bound`: at most that, a phase that may end early).
+    A phase with no count (total None: a model read, vLLM's start) gets a line now and its time at tick().
+    The other ranks, and a total of 0: nothing."""
+    def report(what, total=None, unit="", bound=False):
+        if rank != 0 or not args.progress or total == 0:
+            return lambda k=1, tokens=0, note="": None
+        start, done = time.perf_counter(), [0, 0, 0.0]  # units, tokens, the clock at the last line
+        if total is None:
+            print(f"{what} ...", file=sys.stderr, flush=True)
+            return lambda k=1, tokens=0, note="": print(f"{what}: done in {duration(time.perf_counter() - start)}",
+                                                        file=sys.stderr, flush=True)
 
-    def tick(k=1, tokens=0, note=""):
-        done[0], done[1] = done[0] + k, done[1] + tokens
-        now = time.perf_counter()
-        if now - max(done[2], start) >= args.progress_seconds and 0 < done[0] < total:
-            done[2], s = now, now - start
-            rate = f"{done[1] / s:,.0f} tokens/s" if done[1] else f"{done[0] / s:.2f} {unit}/s"
-            left = duration(s * (total - done[0]) / done[0])
-            tqdm.write(f"  {what}: {done[0]:,} of {total:,} {unit} in {duration(s)}, {rate}, "
-                       f"{'at most' if bound else 'about'} {left} left{', ' + note if note else ''}", file=sys.stderr)
-    return tick
-
-
-def reporter(args, rank, what):
-    """A sampler's progress: report(total, unit, bound=False) -> progress()'s tick, the units the sampler's own
-    (HFSampler: decode steps); report.shows: whether it prints (vLLM then shows its own bar)."""
-    report = lambda total, unit, bound=False: progress(args, rank, what, total, unit, bound)
-    report.shows = rank == 0 and args.progress
+        def tick(k=1, tokens=0, note=""):
+            done[0], done[1] = done[0] + k, done[1] + tokens
+            now = time.perf_counter()
+            if now - max(done[2], start) >= args.progress_seconds and 0 < done[0] < total:
+                done[2], s = now, now - start
+                rate = f"{done[1] / s:,.0f} tokens/s" if done[1] else f"{done[0] / s:.2f} {unit}/s"
+                left = duration(s * (total - done[0]) / done[0])
+                tqdm.write(f"  {what}: {done[0]:,} of {total:,} {unit} in {duration(s)}, {rate}, "
+                           f"{'at most' if bound else 'about'} {left} left{', ' + note if note else ''}",
+                           file=sys.stderr)
+        return tick
     return report
 
 
@@ -1053,18 +813,6 @@ def duration(seconds):
     s = int(round(seconds))
     return (f"{s} s" if s < 60 else f"{s // 60} min {s % 60:02d} s" if s < 3600 else
             f"{s // 3600} h {s % 3600 // 60:02d} min")
-
-
-@contextlib.contextmanager
-def announced(args, rank, what):
-    """A start-up phase without a count of its own (a model read, vLLM's start): a line before it and its time
-    after, on rank 0 with --progress."""
-    say, t = rank == 0 and args.progress, time.perf_counter()
-    if say:
-        print(f"{what} ...", file=sys.stderr, flush=True)
-    yield
-    if say:
-        print(f"{what}: done in {duration(time.perf_counter() - t)}", file=sys.stderr, flush=True)
 
 
 def reduce(run, x, op=dist.ReduceOp.SUM):
@@ -1092,9 +840,9 @@ def evaluate(run, step, temperature=0.0, n=1, limit=None, answered=None):
         torch.manual_seed(seed + run.rank)
         what = f"evaluate (step {step})" if step >= 0 else "warm start: evaluate"
         batch = sample(run.sampler, [prompt_text(run.tok, r["question"], run.args.instruction) for r in mine],
-                       temperature, n, seed=(seed * 101 + run.rank) * 10_007,
-                       report=reporter(run.args, run.rank, what))
-    golds, texts = [r["answer"] for r in mine for _ in range(n)], decode_responses(run.tok, batch) if mine else []
+                       temperature, n, seed=(seed * 101 + run.rank) * 10_007, what=what)
+    golds = [r["answer"] for r in mine for _ in range(n)]
+    texts = sampling().decode_responses(run.tok, batch) if mine else []
     fmt = run.answer_format
     right = sum(rewards().score_batch(texts, golds, run.reward, run.args.reward_timeout or None,
                                       answer_format=fmt)) if mine else 0.0
@@ -1131,7 +879,7 @@ def prepare(args):
     validate_args(args, int(os.environ.get("WORLD_SIZE", "1")))  # every check before any work
     rank, world, device = setup_distributed(args.dist_timeout_minutes)
     try:  # every check of the data and the resume before any work: nothing is loaded or written until they pass
-        kind, train_rows, eval_rows = load_task(args)  # a dataset without its columns, or a bad test spec, stops here
+        kind, train_rows, eval_rows = tasks().load_task(args)  # a dataset without its columns, a bad test spec
         given = args.reward
         resolve_defaults(args, kind, train_rows)
         if not args.model and any("solution" not in r for r in train_rows + eval_rows):  # the tiny default's SFT
@@ -1147,10 +895,10 @@ def prepare(args):
             raise ArgumentError(problem)
         os.makedirs(args.output_dir, exist_ok=True)
         log, close_log = metrics_logger(args, rank, state["step"] if state else None)
-    except ArgumentError:
+    except (ArgumentError, rewards().DataError) as e:  # tasks.py's DataError: the data, named, as an ArgumentError
         if world > 1:
             dist.destroy_process_group()
-        raise
+        raise ArgumentError(str(e)) from None
     if rank == 0:
         why = " (inferred: the rows carry test specs)" if given == "auto" and args.reward == "code" else ""
         fmt = f", answers: {args.answer_format}" if args.reward == "math" else ""
@@ -1165,9 +913,10 @@ def prepare(args):
             tasks().build_tiny(source, args.seed)
         if world > 1:
             dist.barrier()
-    with announced(args, rank, f"model: {source}, its config" + (" (its weights follow, read once a node)" if
-                                                                  world > 1 else " and weights")):
-        model, tok = checkpoints().load_model(source, device, meta=world > 1)  # dropout off; read once a node
+    done = progress(args, rank)(f"model: {source}, its config" + (" (its weights follow, read once a node)" if
+                                                                   world > 1 else " and weights"))
+    model, tok = checkpoints().load_model(source, device, meta=world > 1)  # dropout off; read once a node
+    done()
     if args.gradient_checkpointing:
         checkpoints().enable_checkpointing(model)
     run = make_run(args, model, tok, source, rank, world, device, train_rows, eval_rows)
@@ -1292,16 +1041,18 @@ def make_run(args, model, tok, source, rank=0, world=1, device=torch.device("cpu
     if model_problem(model.config):  # the sliced LM head cannot train this family
         raise ArgumentError(f"{source}: {model_problem(model.config)}")
     bf16 = bf16_compute(args, device)
-    sharding = engines().FSDP2(world, device, bf16, Accelerator(device)) if args.fsdp else DDP(world, device, bf16)
+    sharding = (engines().FSDP2(world, device, bf16, engines().Accelerator(device)) if args.fsdp
+                else engines().DDP(world, device, bf16))
     counts = engines().param_counts(model) if sharding.accel.gpu or args.offload_features else None  # before wrap
     meta = next(model.parameters()).is_meta  # load_model(meta=True): the weights are read once, here
-    with announced(args, rank, f"weights: rank 0 reads {source}, the {world} processes receive them") if meta else \
-            contextlib.nullcontext():
-        if meta and not sharding.sharded:  # DDP wraps whole tensors (and broadcasts rank 0's again)
-            checkpoints().load_weights(model, source, device, rank)
-        train_model = sharding.wrap(model, args)
-        if meta and sharding.sharded:  # FSDP2 shards the meta tensors: each rank makes and fills its shards only
-            checkpoints().load_weights(model, source, device, rank)
+    report = progress(args, rank)  # the run's progress lines: its sampler's and its phases'
+    done = report(f"weights: rank 0 reads {source}, the {world} processes receive them") if meta else lambda: None
+    if meta and not sharding.sharded:  # DDP wraps whole tensors (and broadcasts rank 0's again)
+        checkpoints().load_weights(model, source, device, rank)
+    train_model = sharding.wrap(model, args)
+    if meta and sharding.sharded:  # FSDP2 shards the meta tensors: each rank makes and fills its shards only
+        checkpoints().load_weights(model, source, device, rank)
+    done()
     run = types.SimpleNamespace(args=args, algo=ALGOS[args.algo], rank=rank, world=world, device=device, tok=tok,
                                 accel=sharding.accel, model=model, train_model=train_model, sharding=sharding,
                                 group=sharding.group, train_rows=train_rows, eval_rows=eval_rows, reward_stats={},
@@ -1309,12 +1060,13 @@ def make_run(args, model, tok, source, rank=0, world=1, device=torch.device("cpu
                                 answer_format=rewards().prompt_settings(args.answer_format, "", (), kind)[0],
                                 reward_seconds=0.0, router_coef=router_loss_coef(model.config), param_counts=counts,
                                 source=source, hooks=[engines().dump_rollout] if args.dump_rollouts_every else [],
+                                report=report,  # the progress lines (progress)
                                 stop=[], warm_state="", truncated_steps=0)  # signals, the warm start, warnings
     run.optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=args.weight_decay)
     # --vllm: the sampler makes AdamW's state first, then vLLM sizes itself by what the trainer leaves
-    with announced(args, rank, "vLLM: the engine's start, its memory profile and CUDA graphs") if args.vllm else \
-            contextlib.nullcontext():
-        run.sampler = make_sampler(args, model, tok, source, sharding, rank, run.optimizer)
+    done = report("vLLM: the engine's start, its memory profile and CUDA graphs") if args.vllm else lambda: None
+    run.sampler = sampling().make_sampler(args, model, tok, source, sharding, rank, run.optimizer, report)
+    done()
     return run
 
 
@@ -1324,33 +1076,6 @@ def model_problem(config):
         return ("logit soft-capping (Gemma-2 and kin) is not supported: the LM head runs in slices that return "
                 "log-probabilities, and the cap would have to act on the logits between them")
     return None
-
-
-def load_task(args):
-    """(kind, training rows, held-out rows): the embedded task, or a local file or hub dataset read by
-    rewards.dataset_rows (math or code, every row checked before any work)."""
-    if not args.dataset:  # one fixed split for every seed: the held-out set never changes
-        return ("code" if args.task == "code" else "math",) + tasks().TASKS[args.task]["build"](0, args.eval_size)
-    kind, train_rows = load_rows(args.dataset, args.dataset_split, args)
-    if args.eval_dataset:
-        eval_kind, eval_rows = load_rows(args.eval_dataset, "test", args)
-        if eval_kind != kind:
-            raise ArgumentError(f"--eval_dataset {args.eval_dataset} holds {eval_kind} rows, --dataset {kind} rows")
-        return kind, train_rows, eval_rows[:args.eval_size]
-    if len(train_rows) <= args.eval_size:
-        raise ArgumentError(f"--dataset {args.dataset} has {len(train_rows)} rows, and --eval_size {args.eval_size} "
-                            "of them are held out: lower --eval_size or give --eval_dataset")
-    return kind, train_rows[args.eval_size:], train_rows[:args.eval_size]
-
-
-def load_rows(source, split, args):
-    """A local .json/.jsonl/.parquet/.csv file or a hub dataset -> (kind, [{"question", "answer"}]), read by
-    rewards.dataset_rows with --prompt_key, --answer_key and --code_schema."""
-    try:
-        return rewards().dataset_rows(rewards().read_table(source, split=split), args.prompt_key, args.answer_key,
-                                      "math" if args.reward == "math" else args.code_schema)
-    except rewards().DataError as e:
-        raise ArgumentError(f"{source}: {e}") from None
 
 
 def metrics_logger(args, rank, resumed_step=None):
@@ -1465,7 +1190,7 @@ class Args(SamplerArgs):
     eval_samples: int = arg(0, "also the mean accuracy of this many samples a held-out problem at the temperature")
     save_every: int = arg(50, "checkpoint every N steps (0 = only at the end and on Ctrl-C)")
     keep_checkpoints: int = arg(2, "newest checkpoints kept on disk")
-    dump_rollouts_every: int = arg(0, "save rollout-<step>.pt every N steps, for bench/rollouts.py (0 = never)")
+    dump_rollouts_every: int = arg(0, "save rollout-<step>.pt every N steps, for tools/rollouts.py (0 = never)")
 
     def __post_init__(self):  # the embedded tasks' responses are short; a dataset's limit is the user's to set
         self.max_new_tokens = self.max_new_tokens or (0 if self.dataset else 64)
@@ -1480,12 +1205,12 @@ def validate_args(a: Args, world_size: int = 1) -> None:
     def need(ok, msg):
         if not ok:
             raise ArgumentError(msg)
-    embedded = (a.task,) if a.dataset else tasks().TASKS  # a --dataset needs no --task (nor tasks.py)
+    embedded = (a.task,) if a.dataset else tasks().TASKS  # a --dataset needs no --task
     for name, known in (("algo", ALGOS), ("task", embedded), ("delta_margin", ("contrast", "own")),
                         ("delta_assign", ("soft", "hard")), ("feature_dtype", ("auto", "bf16", "fp32")),
                         ("precision", ("auto", "bf16", "fp32")), ("reward", ("auto", "math", "code")),
                         ("answer_format", ("auto", *rewards().ANSWER_FORMATS)),
-                        ("code_schema", ("auto", *rewards().CODE_SCHEMAS)),
+                        ("code_schema", ("auto", *tasks().CODE_SCHEMAS)),
                         ("report_to", ("none", "tensorboard", "wandb"))):
         need(getattr(a, name) in known, f"--{name} {getattr(a, name)!r} is unknown; use one of {', '.join(known)}")
     need(a.max_new_tokens > 0 or not a.dataset, f"--dataset {a.dataset}: set --max_new_tokens, the response limit in "
@@ -1518,10 +1243,10 @@ def validate_args(a: Args, world_size: int = 1) -> None:
     need(not a.resume or a.output_dir, "--resume needs the --output_dir of the run to continue")
     need(a.vllm or not a.vllm_offload_trainer, "--vllm_offload_trainer frees the trainer's memory for vLLM: add --vllm")
     if a.vllm:
-        need(not engines().vllm_problem(a), engines().vllm_problem(a))  # installed, a model length that fits
+        need(not sampling().vllm_problem(a), sampling().vllm_problem(a))  # installed, a model length that fits
     for name in ("dataset", "eval_dataset", "model"):
         path = getattr(a, name)
-        if path and (path.startswith((".", "/")) or os.path.splitext(path)[1] in rewards().LOCAL_EXTS):
+        if path and (path.startswith((".", "/")) or os.path.splitext(path)[1] in tasks().LOCAL_EXTS):
             need(os.path.exists(path), f"--{name} {path}: no such file or folder")
     if a.model:  # the config only (a hub id without the hub is left to from_pretrained's own error)
         try:
@@ -1559,7 +1284,7 @@ def resolve_defaults(args, kind=None, rows=()):
 def fit_prompts(args, tok, train_rows, eval_rows):
     """--max_prompt_length: 0 becomes the longest prompt (none dropped); rows with longer prompts are dropped, and
     said; too few left to fill a step stops the run, naming the flag."""
-    length = lambda r: len(encode_prompt(tok, prompt_text(tok, r["question"], args.instruction)))
+    length = lambda r: len(sampling().encode_prompt(tok, prompt_text(tok, r["question"], args.instruction)))
     lengths = [length(r) for r in train_rows], [length(r) for r in eval_rows]
     args.max_prompt_length = args.max_prompt_length or max(max(ls, default=0) for ls in lengths)
     kept = [[r for r, n in zip(rows, ls) if n <= args.max_prompt_length] for rows, ls in zip((train_rows, eval_rows),

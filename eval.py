@@ -28,8 +28,11 @@ import torch.distributed as dist
 
 import checkpoints
 import delta
+import engines
 import rewards
-from rewards import CODE_SCHEMAS, code_prompt, code_specs, lcb_in_window, lcb_release_files
+import sampling
+import tasks
+from tasks import CODE_SCHEMAS, code_prompt, code_specs, lcb_in_window, lcb_release_files
 
 # name -> where it lives on the hub and how to read it (columns, kind of verifier)
 BENCHMARKS = {
@@ -215,7 +218,7 @@ def read_livecodebench(source, release):
     file's own and only the date window applies)."""
     files = lcb_release_files(release)
     if os.path.isfile(source):
-        return read_jsonl(source) if source.endswith(".jsonl") else rewards.read_table(source)
+        return read_jsonl(source) if source.endswith(".jsonl") else tasks.read_table(source)
     if os.path.isdir(source):
         missing = [f for f in files if not os.path.exists(os.path.join(source, f))]
         if missing:
@@ -245,7 +248,7 @@ def local_copies(benchmark_dir, names):
         raise delta.ArgumentError(f"--benchmark_dir {benchmark_dir}: no such folder")
     found = {}
     for name in names:
-        for ext in rewards.LOCAL_EXTS + ("",):  # "": a folder (livecodebench: the hub's release files)
+        for ext in tasks.LOCAL_EXTS + ("",):  # "": a folder (livecodebench: the hub's release files)
             path = os.path.join(benchmark_dir, name + ext)
             if os.path.isfile(path) or (not ext and name == "livecodebench" and os.path.isdir(path)):
                 found[name] = path
@@ -290,9 +293,9 @@ def livecodebench_rows(table, start="", end="", test_timeout=6.0):
 
 
 def data_rows(table, args):
-    """--data: (kind, rows) as rewards.dataset_rows reads them, delta.py's training rows too: a run's held_out.jsonl
+    """--data: (kind, rows) as tasks.dataset_rows reads them, delta.py's training rows too: a run's held_out.jsonl
     as it was trained (prompt, spec, answer format, instruction), code rows of a known layout, or math rows."""
-    kind, rows = rewards.dataset_rows(table, args.prompt_key, args.answer_key, args.data_schema)
+    kind, rows = tasks.dataset_rows(table, args.prompt_key, args.answer_key, args.data_schema)
     for i, r in enumerate(rows):
         r["id"] = i
         if kind == "code":
@@ -312,7 +315,7 @@ def benchmark_rows(name, table, args=None):
     rows = []
     for i, r in enumerate(table):
         if name == "gsm8k":
-            row = {"question": r["question"], "answer": rewards.gold_answer(r["answer"], i, "answer")}  # after ####
+            row = {"question": r["question"], "answer": tasks.gold_answer(r["answer"], i, "answer")}  # after ####
         elif name == "humaneval":  # HumanEval's harness: prompt, then the completion, then test + check(entry_point)
             row = {"question": f"Complete this Python function:\n```python\n{r['prompt']}```", "prompt": r["prompt"],
                    "answer": {"setup": r["prompt"], "assert": f"{r['test']}\ncheck({r['entry_point']})",
@@ -466,10 +469,10 @@ def sample_benchmark(sampler, rows, kind, args, instruction, name="data", fmt="b
     mine = [(p, s) for p in range(len(rows)) for s in range(n)][rank::world]
     prompts = [prompt_text(tok, rows[p], kind, name, args, instruction) for p, _ in mine]
     batch = delta.sample(sampler, prompts, args.temperature, 1, seed=(args.seed * 101 + rank) * 1_000_003,
-                         report=delta.reporter(args, rank, f"{name}: sample"))
+                         what=f"{name}: sample")
     records = []
     if mine:
-        texts = delta.decode_responses(tok, batch)
+        texts = sampling.decode_responses(tok, batch)
         verdicts, extracted = grade(texts, [rows[p] for p, _ in mine], kind, name, args, fmt)
         lengths = batch["response_mask"].sum(1).tolist()
         for (p, s), text, ok, ex, length, trunc in zip(mine, texts, verdicts, extracted, lengths,
@@ -569,7 +572,7 @@ def load_benchmark(name, copies, args):
     source = copies.get(name) or BENCHMARKS[name]["hub"]
     if name == "livecodebench":
         return read_livecodebench(source, args.lcb_release)
-    return rewards.read_table(source, BENCHMARKS[name].get("config"), BENCHMARKS[name]["split"])
+    return tasks.read_table(source, BENCHMARKS[name].get("config"), BENCHMARKS[name]["split"])
 
 
 def main(args: EvalArgs):
@@ -585,7 +588,7 @@ def main(args: EvalArgs):
     if args.data:
         local = os.path.splitext(os.path.basename(args.data))[0]
         local = f"{local}-local" if local in BENCHMARKS else local  # never overwrite a registered benchmark
-        table = read_jsonl(args.data) if args.data.endswith(".jsonl") else rewards.read_table(args.data)
+        table = read_jsonl(args.data) if args.data.endswith(".jsonl") else tasks.read_table(args.data)
         try:
             kind, rows = data_rows(table, args)
         except rewards.DataError as e:
@@ -606,13 +609,14 @@ def main(args: EvalArgs):
     own = {"answer_format": math_rows[0]["answer_format"]} if math_rows and "answer_format" in math_rows[0] else {}
     fmt, instruction = rewards.prompt_settings(args.answer_format, args.instruction, math_rows, "math",
                                                dict(trained_prompt(args.model), **own))  # the one rule for "auto"
-    longest = max(len(delta.encode_prompt(tok, prompt_text(tok, r, k, n, args, instruction)))
+    longest = max(len(sampling.encode_prompt(tok, prompt_text(tok, r, k, n, args, instruction)))
                   for n, rows, k in suites for r in rows)
     if args.max_prompt_length and args.max_prompt_length < longest:
         raise delta.ArgumentError(f"--max_prompt_length {args.max_prompt_length}: the longest prompt has {longest} "
                                   "tokens (0: the longest)")
     args.max_prompt_length = args.max_prompt_length or longest  # what vLLM's model length is sized by
-    sampler = delta.make_sampler(args, model, tok, args.model, delta.DDP(world, device, bf16), rank)
+    sampler = sampling.make_sampler(args, model, tok, args.model, engines.DDP(world, device, bf16), rank,
+                                    report=delta.progress(args, rank))
     model_name = args.model_name or "/".join(args.model.rstrip("/").split("/")[-2:])
     results, samples = {"model": args.model, "config": asdict(args), "instruction": instruction,
                         "answer_format": fmt, "benchmarks": {}}, []

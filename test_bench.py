@@ -1,5 +1,5 @@
-"""Tests of the benches the suite relies on and of the examples: bench/memory.py against the real step and autograd
-(bench/memory_measured.py), bench/gpu_check.py on the CPU, bench/rollouts.py and bench/oracle.py on dumped rollouts,
+"""Tests of the benches the suite relies on and of the examples: tools/memory.py against the real step and autograd
+(tools/memory_measured.py), tools/gpu_check.py on the CPU, tools/rollouts.py and tools/oracle.py on dumped rollouts,
 (DelTA inside TRL, examples/trl_delta.py: test_trl.py, in its own venv). delta.py's own tests are in test_delta.py, its
 engines' (vLLM, memory at scale, metrics sinks) in test_engines.py; the shared fixtures (the tiny model, a scored
 rollout, the subprocess runner) in conftest.py."""
@@ -19,12 +19,13 @@ import torch
 
 import checkpoints
 import delta
+import sampling
 import engines
 import tasks
 from conftest import FAST, ROOT, fixed_rollout, lam_of, pack, run_delta
 from delta import Args
 
-sys.path.insert(0, os.path.join(ROOT, "bench"))
+sys.path.insert(0, os.path.join(ROOT, "tools"))
 import direction  # noqa: E402
 import oracle  # noqa: E402  (adds ALGOS["oracle"]: an algorithm from outside delta.py)
 import rollouts  # noqa: E402
@@ -32,11 +33,11 @@ import rollouts  # noqa: E402
 torch.set_num_threads(1)
 
 
-# ------------------------------------------------------------------------------------- memory (bench/memory.py)
+# ------------------------------------------------------------------------------------- memory (tools/memory.py)
 def test_memory_estimator_matches_the_tiny_models_tensors(tiny):
-    """bench/memory.py's arithmetic against tensors measured on CPU: weights, AdamW state, packed features,
+    """tools/memory.py's arithmetic against tensors measured on CPU: weights, AdamW state, packed features,
     the KV cache of a generate call in each precision and the LM-head slice."""
-    sys.path.insert(0, os.path.join(ROOT, "bench"))
+    sys.path.insert(0, os.path.join(ROOT, "tools"))
     import memory
     from transformers import GenerationConfig
 
@@ -85,10 +86,10 @@ def test_memory_estimator_matches_the_tiny_models_tensors(tiny):
 
 @pytest.mark.parametrize("mode", ["fp32", "autocast", "bf16"])
 def test_what_a_decoder_layer_saves_for_backward_is_memory_pys(mode):
-    """bench/memory.py's saved_per_token against autograd's own saved tensors (saved_tensors_hooks) of a Qwen3
+    """tools/memory.py's saved_per_token against autograd's own saved tensors (saved_tensors_hooks) of a Qwen3
     decoder layer, at a shape the formula was not read from: per token, for fp32, fp32 weights under bf16
     autocast (DDP on a GPU) and bf16 weights (FSDP2 on a GPU)."""
-    sys.path.insert(0, os.path.join(ROOT, "bench"))
+    sys.path.insert(0, os.path.join(ROOT, "tools"))
     import memory
     from torch.distributed._tools.common_utils import get_untyped_storages
     from transformers import AutoModelForCausalLM, Qwen3Config
@@ -116,9 +117,9 @@ def test_what_a_decoder_layer_saves_for_backward_is_memory_pys(mode):
 
 @pytest.mark.parametrize("fsdp", [False, True], ids=["ddp", "fsdp"])
 def test_memory_model_is_within_ten_percent_of_the_real_step(fsdp, tmp_path):
-    """bench/memory.py against the live bytes of delta.rl_step itself (bench/memory_measured.py: every storage
+    """tools/memory.py against the live bytes of delta.rl_step itself (tools/memory_measured.py: every storage
     counted until freed) on 2 gloo processes with the GPU's dtypes, phase by phase."""
-    sys.path.insert(0, os.path.join(ROOT, "bench"))
+    sys.path.insert(0, os.path.join(ROOT, "tools"))
     import memory_measured
     measured, estimated, shape = memory_measured.compare("small", fsdp, tmp=str(tmp_path))
     assert shape["mean"] > 50  # the random model's responses run to the limit, as the estimate assumes
@@ -142,9 +143,9 @@ PAPER = dict(dataset="zwhe99/DeepMath-103K", algo="delta", prompts_per_step=128,
 
 def test_each_recipe_is_its_run_and_flags_override_it(tmp_path):
     """recipes/: the paper's Qwen3-8B and 14B runs hold DELTA.md Sec. 4's values; the SmolLM2 recipe is
-    bench/real_learning.py's SETTINGS; the code recipe is the README's command; flags after a file override it, and a
+    tools/real_learning.py's SETTINGS; the code recipe is the README's command; flags after a file override it, and a
     key that is no argument is refused."""
-    sys.path.insert(0, os.path.join(ROOT, "bench"))
+    sys.path.insert(0, os.path.join(ROOT, "tools"))
     import real_learning
     for size in ("8B", "14B"):
         a = recipe(f"qwen3-{size.lower()}-deepmath.yaml")
@@ -170,11 +171,11 @@ def test_the_documented_recipes_fit_80_gb_gpus():
     (the CUDA context, NCCL, the allocator's slack: engines.gpu_margin): every phase at most 75 GiB by the validated
     model, at a mean response of 10,240 tokens and at the limit of 20,480, where 14B's features no longer fit beside
     the scoring pass and go to host memory by themselves (engines.feature_buffer), as memory.py books."""
-    sys.path.insert(0, os.path.join(ROOT, "bench"))
+    sys.path.insert(0, os.path.join(ROOT, "tools"))
     import engines
     import memory
     for size, host_at_limit in (("8b", False), ("14b", True)):
-        cfg = memory.read_config(os.path.join(ROOT, "bench", "configs", f"qwen3-{size}-base.json"))
+        cfg = memory.read_config(os.path.join(ROOT, "tools", "configs", f"qwen3-{size}-base.json"))
         args = recipe(f"qwen3-{size}-deepmath.yaml")  # the file a run takes
         for mean in (10240, 20480):
             phases, host = memory.estimate(cfg, args, 8, True, "packed", mean)
@@ -189,10 +190,10 @@ def test_zero_spread_groups_shrink_what_a_step_forwards_and_keeps():
     """--zero_spread Z (the expected share of groups whose rewards are all equal): memory.py's features shrink by Z,
     its peak (a micro-batch's) does not; steptime.py's scoring and update shrink by Z under --skip_zero_advantage
     (forking scores every row), generation not at all."""
-    sys.path.insert(0, os.path.join(ROOT, "bench"))
+    sys.path.insert(0, os.path.join(ROOT, "tools"))
     import memory
     import steptime
-    cfg, args = memory.read_config(os.path.join(ROOT, "bench", "configs", "qwen3-8b-base.json")), recipe(
+    cfg, args = memory.read_config(os.path.join(ROOT, "tools", "configs", "qwen3-8b-base.json")), recipe(
         "qwen3-8b-deepmath.yaml")
     feats = lambda z: memory.estimate(cfg, args, 8, True, "packed", 10240, zero_spread=z)[0]
     key = "DelTA features v (packed)"
@@ -210,9 +211,9 @@ def test_parking_the_trainer_while_vllm_samples_grows_vllms_share():
     """--vllm_offload_trainer (14B's rollouts): the trainer's shards and AdamW state wait in host memory while vLLM
     is awake, so vLLM's share takes them: 14B's KV cache holds about twice the full-length sequences, every phase
     still within 75 GiB, the parked bytes booked in host memory."""
-    sys.path.insert(0, os.path.join(ROOT, "bench"))
+    sys.path.insert(0, os.path.join(ROOT, "tools"))
     import memory
-    cfg = memory.read_config(os.path.join(ROOT, "bench", "configs", "qwen3-14b-base.json"))
+    cfg = memory.read_config(os.path.join(ROOT, "tools", "configs", "qwen3-14b-base.json"))
     plain, parked = Args(**RECIPE), Args(**RECIPE, vllm_offload_trainer=True)
     (s0, kv0, seq0), (s1, kv1, seq1) = (memory.vllm_kv(cfg, a, 8, True, 79.6 * memory.GiB) for a in (plain, parked))
     assert s1 > s0 and seq1 > 1.8 * seq0
@@ -228,13 +229,13 @@ def test_verls_recipe_micro_batch_is_booked():
     (memory.verl_update: the LM head whole, with flash-attn's in-place cross-entropy or without it, as verl[vllm]
     installs): at most 75 GiB for 8B and 14B either way; the plugin's features in host memory, exact size."""
     import re
-    sys.path.insert(0, os.path.join(ROOT, "bench"))
+    sys.path.insert(0, os.path.join(ROOT, "tools"))
     import memory
     tokens = int(re.search(r"ppo_max_token_len_per_gpu=(\d+)", open(os.path.join(
         ROOT, "examples", "verl_delta.sh")).read()).group(1))
     assert tokens == 24576
     for size in ("8b", "14b"):
-        cfg = memory.read_config(os.path.join(ROOT, "bench", "configs", f"qwen3-{size}-base.json"))
+        cfg = memory.read_config(os.path.join(ROOT, "tools", "configs", f"qwen3-{size}-base.json"))
         for flash in (False, True):
             held, host = memory.verl_update(cfg, Args(**RECIPE), 8, tokens, flash, 10240)
             assert sum(held.values()) <= 75 * memory.GiB, (size, flash)
@@ -248,7 +249,7 @@ def test_memory_py_books_the_largest_micro_batch_that_delta_packs(tiny):
     holds more than floor(budget / sequence) full rows (what memory.py booked: ~5 GiB low in the 8B update):
     memory.py's bounds (engines.micro_batch_bounds) hold the real micro-batches' tokens, sum of T^2 and response
     tokens at lengths drawn like real rollouts, and are reached."""
-    sys.path.insert(0, os.path.join(ROOT, "bench"))
+    sys.path.insert(0, os.path.join(ROOT, "tools"))
     import engines
     gen = torch.Generator().manual_seed(0)
     P, R, budget, rows = 6, 60, 200, 32
@@ -275,11 +276,11 @@ def test_memory_py_books_the_largest_micro_batch_that_delta_packs(tiny):
 def test_value_cache_dtype_follows_the_transformers_version():
     """HF's KV cache under autocast (DDP on a GPU): K is fp32 (k_norm's fp32 weight); V is fp32 too before
     transformers 5.24, which made both caches in K's dtype (requirements-vllm.txt pins 5.16-5.19), bf16 from 5.24."""
-    sys.path.insert(0, os.path.join(ROOT, "bench"))
+    sys.path.insert(0, os.path.join(ROOT, "tools"))
     import memory
     assert memory.value_cache_in_key_dtype("5.19.0") and memory.value_cache_in_key_dtype("5.23.0")
     assert not memory.value_cache_in_key_dtype("5.24.0") and not memory.value_cache_in_key_dtype("6.0.0")
-    cfg = memory.read_config(os.path.join(ROOT, "bench", "configs", "qwen3-8b-base.json"))
+    cfg = memory.read_config(os.path.join(ROOT, "tools", "configs", "qwen3-8b-base.json"))
     a = Args(max_new_tokens=512, gen_max_tokens=1 << 16)
     kv = {v: memory.estimate(cfg, a, 1, False, "none", gpu=True, transformers_version=v)[0]["generate"][
         "KV cache of one generate call"] for v in ("5.19.0", "5.24.0")}
@@ -287,10 +288,10 @@ def test_value_cache_dtype_follows_the_transformers_version():
 
 
 def test_kv_cache_is_booked_as_the_installed_transformers_makes_it_vllm_venv_too(tiny):
-    """bench/memory.py's KV cache of one HF generate call under bf16 autocast, byte for byte, with whichever
+    """tools/memory.py's KV cache of one HF generate call under bf16 autocast, byte for byte, with whichever
     transformers is installed: in the main suite (5.24: V bf16) and in the vLLM venv that .ci/vllm.sh runs this in
     (vllm 0.32's transformers < 5.20: V fp32)."""
-    sys.path.insert(0, os.path.join(ROOT, "bench"))
+    sys.path.insert(0, os.path.join(ROOT, "tools"))
     import memory
     from transformers import GenerationConfig
 
@@ -311,12 +312,12 @@ def test_kv_cache_is_booked_as_the_installed_transformers_makes_it_vllm_venv_too
 
 
 def test_host_memory_a_node_is_booked():
-    """bench/memory.py's host memory: exact-size pinned features per rank (no power-of-two rounding), the parked
+    """tools/memory.py's host memory: exact-size pinned features per rank (no power-of-two rounding), the parked
     trainer, a checkpoint's writes one tensor a rank at a time (no rank gathers the whole state), final/'s weights on
     rank 0 once, the start's weights read by rank 0 once; per node."""
-    sys.path.insert(0, os.path.join(ROOT, "bench"))
+    sys.path.insert(0, os.path.join(ROOT, "tools"))
     import memory
-    cfg = memory.read_config(os.path.join(ROOT, "bench", "configs", "qwen3-14b-base.json"))
+    cfg = memory.read_config(os.path.join(ROOT, "tools", "configs", "qwen3-14b-base.json"))
     args = Args(**RECIPE, offload_features=True)
     _, host = memory.estimate(cfg, args, 8, True, "offload", 20480)
     assert host == {"DelTA's features (exact-size pinned)": 256 * 20480 * 5120 * 2}
@@ -329,21 +330,21 @@ def test_host_memory_a_node_is_booked():
 
 
 def test_memory_py_reads_every_backbones_config(backbones):
-    """bench/memory.py counts each family's parameters from its own config (on the meta device) as the model has
-    them, and gives a figure for every phase; OLMo-3-7B's config is in bench/configs/."""
-    sys.path.insert(0, os.path.join(ROOT, "bench"))
+    """tools/memory.py counts each family's parameters from its own config (on the meta device) as the model has
+    them, and gives a figure for every phase; OLMo-3-7B's config is in tools/configs/."""
+    sys.path.insert(0, os.path.join(ROOT, "tools"))
     import memory
     for family, path in backbones.items():
         cfg, model = memory.read_config(path), checkpoints.load_model(path, torch.device("cpu"))[0]
         assert memory.parameters(cfg)["total"] == sum(p.numel() for p in model.parameters()), family
         phases, _ = memory.estimate(cfg, Args(), 2, True, "packed", 32)
         assert all(v > 0 for v in memory.peaks(phases).values()), family
-    olmo = memory.read_config(os.path.join(ROOT, "bench", "configs", "olmo-3-7b-base.json"))
+    olmo = memory.read_config(os.path.join(ROOT, "tools", "configs", "olmo-3-7b-base.json"))
     assert 7.2e9 < memory.parameters(olmo)["total"] < 7.4e9
 
 
 def test_gpu_check_runs_on_cpu_with_the_tiny_slice(tmp_path, monkeypatch):
-    """bench/gpu_check.py's table, as the lent GPU would print it, from the tiny slice on the CPU through the device
+    """tools/gpu_check.py's table, as the lent GPU would print it, from the tiny slice on the CPU through the device
     seam's test mode: preflight, the one-rank group with its collectives connected, the trainer under FSDP2 at each
     micro-batch shape (every phase timed, ms per token), the host-feature fallback forced with the same
     coefficients, each row in --out as it completes; a failed section or the time budget costs only the rows not yet
@@ -371,7 +372,7 @@ def test_gpu_check_runs_on_cpu_with_the_tiny_slice(tmp_path, monkeypatch):
     assert ("4 x 32", "update: peak allocated / seconds") in got
     text = {r[1]: r[2] for r in gpu_check.main(["--tiny", "--out", str(tmp_path / "c.md"), "--budget_s", "2"])}
     assert text["stopped"] == "over the time budget of 2 s" and "stopped" in (tmp_path / "c.md").read_text()
-    cfg = dict(json.load(open(os.path.join(ROOT, "bench", "configs", "qwen3-8b-base.json"))), **gpu_check.SLICE["gpu"])
+    cfg = dict(json.load(open(os.path.join(ROOT, "tools", "configs", "qwen3-8b-base.json"))), **gpu_check.SLICE["gpu"])
     for rows_, tokens in gpu_check.CASES["gpu"]:
         args = Args(fsdp=True, gradient_checkpointing=True, prompts_per_step=1, mini_batch_prompts=1,
                     group_size=2 * rows_, max_prompt_length=2048, max_new_tokens=tokens - 2048, head_chunk_tokens=2048,
@@ -382,13 +383,13 @@ def test_gpu_check_runs_on_cpu_with_the_tiny_slice(tmp_path, monkeypatch):
 
 
 def test_step_time_model(tmp_path):
-    """bench/steptime.py: a forward's FLOPs are twice the matmul weights a token with no context; generation is
+    """tools/steptime.py: a forward's FLOPs are twice the matmul weights a token with no context; generation is
     bandwidth-bound (twice the bandwidth, half the decode time, the tail included); score and update scale with 1 /
     MFU; a device check's table calibrates MFU back to the figure its ms per token were made from."""
     import gpu_check
     import memory
     import steptime
-    cfg = memory.read_config(os.path.join(ROOT, "bench", "configs", "qwen3-8b-base.json"))
+    cfg = memory.read_config(os.path.join(ROOT, "tools", "configs", "qwen3-8b-base.json"))
     n = memory.parameters(cfg)
     assert steptime.forward_flops(cfg, 3, 0) == 3 * 2 * n["linear"]
     args = Args(**RECIPE)
@@ -418,7 +419,7 @@ def test_step_time_model(tmp_path):
     assert mfu == pytest.approx((0.5, 0.25), rel=1e-4)
 
 
-# ------------------------------------------------------------------ where lam goes (bench/rollouts.py, bench/oracle.py)
+# ------------------------------------------------------------------ where lam goes (tools/rollouts.py, tools/oracle.py)
 def test_token_categories_of_the_embedded_tasks():
     text = "3+5=8, 8+9=18, 18+2=20. \\boxed{20}"  # 8 + 9 is 17: the second step is the first wrong one
     cats = rollouts.token_categories(text, "3+5+9+2=?")
@@ -479,7 +480,7 @@ def test_category_stats_against_a_token_loop(tiny, tmp_path):
     want = {}
     for i in range(len(adv)):
         if adv[i] != 0:
-            text = delta.decode_responses(run.tok,
+            text = sampling.decode_responses(run.tok,
                                           {k: x[i:i + 1] if torch.is_tensor(x) else x for k, x in batch.items()})[0]
             cats = rollouts.token_categories(text, run.rows[i // 4]["question"]) + ["eos"]  # one character a token
             for t in range(int(batch["response_mask"][i].sum())):
@@ -507,7 +508,7 @@ def test_lambda_page_shows_every_token_with_its_weight(tiny, tmp_path):
     dump["correct"][int((adv > 0).nonzero()[0])] = 0.0  # a wrong answer with A > 0 (a sibling's overlong penalty)
     dump["reward"] = dump["correct"] - 0.25
     page = rollouts.lambda_page(run.tok, dump, per_side=20)
-    texts, first = delta.decode_responses(run.tok, b), {}
+    texts, first = sampling.decode_responses(run.tok, b), {}
     for k in (adv != 0).nonzero().flatten().tolist():
         first.setdefault((k // 4, texts[k]), k)
     assert page.count("class='r'") == len(first) < int((adv != 0).sum())  # no response text twice
@@ -539,10 +540,10 @@ def test_filler_task_dumps_rollouts_that_bench_reads(tmp_path):
     assert min(lengths) >= 35 and sum(lengths) / len(lengths) > 70  # long-ish responses, many shared filler tokens
 
 
-# ------------------------------------------------------------------------------------- bench/direction.py
+# ------------------------------------------------------------------------------------- tools/direction.py
 def crc_verdicts(run, batch, rows):
     """delta.verify's stand-in: right when the response's checksum is even (no grader: mixed groups on a raw model)."""
-    right = torch.tensor([float(zlib.crc32(t.encode()) % 2 == 0) for t in delta.decode_responses(run.tok, batch)])
+    right = torch.tensor([float(zlib.crc32(t.encode()) % 2 == 0) for t in sampling.decode_responses(run.tok, batch)])
     run.reward_stats.update(timeouts=0, errors=0)
     return right, right.clone()
 
@@ -649,7 +650,7 @@ def test_direction_power_splits_delta_minus_dapo_into_its_batch_and_part_terms()
 
 
 def test_direction_results_file_resumes_and_reports(tiny, tmp_path, monkeypatch):
-    """python bench/direction.py on the tiny model (verdicts from a checksum): a line per (batch, algorithm) as it
+    """python tools/direction.py on the tiny model (verdicts from a checksum): a line per (batch, algorithm) as it
     goes; an existing file is not overwritten; --resume measures only the batches missing and refuses other
     settings, reading E's vectors back from the file beside it instead of drawing E again; --report prints the same
     tables from the file alone. E's first part is the leave-one-out REINFORCE gradient and its discriminator,
@@ -705,7 +706,7 @@ def test_direction_results_file_resumes_and_reports(tiny, tmp_path, monkeypatch)
     assert E["margin_gram"][0][0] == pytest.approx(sum(float(m.square().sum()) for m in m0), rel=1e-4)
 
 
-# ------------------------------------------------------------------------------------- bench/long_task.py
+# ------------------------------------------------------------------------------------- experiments/long_task.py
 def test_long_task_rows_are_distinct_fixed_and_right(tmp_path, monkeypatch):
     """Issue 51's long-reasoning rows: the same rows at every call (the first 128 are delta.py's held-out set),
     distinct questions, each gold answer the arithmetic its question states (recomputed here from the question's
@@ -730,7 +731,7 @@ def test_long_task_rows_are_distinct_fixed_and_right(tmp_path, monkeypatch):
     out = str(tmp_path / "rows.jsonl")
     monkeypatch.setattr(sys, "argv", ["long_task.py", "--task", "one_step_story", "--rows", out, "--count", "200"])
     long_task.main()
-    kind, rows = rewards.dataset_rows(rewards.read_table(out), Args.prompt_key, Args.answer_key, "math")
+    kind, rows = tasks.dataset_rows(tasks.read_table(out), Args.prompt_key, Args.answer_key, "math")
     assert kind == "math" and len(rows) == 200
 
 
@@ -824,7 +825,7 @@ def test_direction_E_stopped_between_parts_goes_on_from_its_next_part(tiny, tmp_
 
 
 def test_direction_probe_prints_the_cost_of_a_part_of_E(tiny, capsys):
-    """bench/direction_probe.py: the responses drawn and the gradient of some, with their time and peak memory."""
+    """tools/direction_probe.py: the responses drawn and the gradient of some, with their time and peak memory."""
     import direction_probe
 
     direction_probe.main(["--prompts", "3", "--group", "4", "--graded", "2", "--", "--model", tiny, "--eval_size", "8",
@@ -856,3 +857,27 @@ def test_direction_categories_give_lam_by_token_category(tiny, tmp_path, monkeyp
     lam = got[next(k for k in got if k.startswith("lam/") and k.endswith("/pos"))]
     assert "claim (b), DelTA's lam by token category and side" in buf.getvalue() and f"| {lam:.3f} ± nan |" in \
         buf.getvalue()
+
+
+# ------------------------------------------------------------------------------------- experiments/
+def test_experiments_use_only_the_documented_names():
+    """experiments/README.md's table: the names experiment code may use of the trainer's modules, and no others."""
+    import ast
+    import re
+    readme = open(os.path.join(ROOT, "experiments", "README.md")).read()
+    allowed = {m: set(re.findall(r"`(\w+)`", names)) for m, names in
+               re.findall(r"^\| (\w+)\.py \| (.*) \|$", readme, re.M)}
+    assert set(allowed) == {"delta", "sampling", "engines", "checkpoints", "rewards", "tasks"}, allowed
+    used = {}
+    for name in sorted(os.listdir(os.path.join(ROOT, "experiments"))):
+        if name.endswith(".py"):
+            tree = ast.parse(open(os.path.join(ROOT, "experiments", name)).read())
+            modules = {a.asname or a.name for node in ast.walk(tree) if isinstance(node, ast.Import)
+                       for a in node.names if a.name in allowed}
+            for node in ast.walk(tree):
+                if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in modules:
+                    used.setdefault(node.value.id, set()).add(node.attr)
+                if isinstance(node, ast.ImportFrom) and node.module in allowed:
+                    used.setdefault(node.module, set()).update(a.name for a in node.names)
+    assert used, "no experiment imports the trainer's modules: the test reads nothing"
+    assert {m: names - allowed[m] for m, names in used.items() if names - allowed[m]} == {}

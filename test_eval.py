@@ -304,14 +304,14 @@ def test_livecodebench_functional_rows_call_the_method_named_in_metadata():
            "difficulty": "easy", "public_test_cases": json.dumps(tests[:1]),
            "private_test_cases": lcb_encode(tests[1:]),
            "metadata": json.dumps({"func_name": "unequalTriplets"})}
-    spec = rewards.spec_livecodebench(row)
+    spec = tasks.spec_livecodebench(row)
     assert spec == {"fn_name": "unequalTriplets", "inputs": [[[4, 4, 2, 4, 3]], [[1, 1, 1, 1, 1]]], "outputs": [3, 0]}
     two = dict(row,
                public_test_cases=json.dumps([{"input": "\"abc\"\n2", "output": "[1, 2]", "testtype": "functional"}]),
                private_test_cases="")
-    assert rewards.spec_livecodebench(two)["inputs"] == [["abc", 2]]  # one argument per line
-    prompt = rewards.code_prompt(row["question_content"], row["starter_code"])
-    assert rewards.LCB_WITH_STARTER in prompt and row["starter_code"] in prompt and "stdin" not in prompt
+    assert tasks.spec_livecodebench(two)["inputs"] == [["abc", 2]]  # one argument per line
+    prompt = tasks.code_prompt(row["question_content"], row["starter_code"])
+    assert tasks.LCB_WITH_STARTER in prompt and row["starter_code"] in prompt and "stdin" not in prompt
     answer = ("```python\nclass Solution:\n    def unequalTriplets(self, a: List[int]) -> int:\n        n = len(a)\n"
               "        return sum(len({a[i], a[j], a[k]}) == 3 for i in range(n) for j in range(i + 1, n) "
               "for k in range(j + 1, n))\n```")
@@ -520,7 +520,7 @@ def test_data_rows_read_nested_answers_and_code_layouts():
     assert rows[0]["tests"] == 1
     apps = [{"question": "Echo.", "starter_code": "",
              "input_output": json.dumps({"inputs": ["1\n"], "outputs": ["1\n"]})}]
-    assert rewards.LCB_STDIN in evaluation.data_rows(apps, evaluation.EvalArgs())[1][0]["question"]  # auto: APPS
+    assert tasks.LCB_STDIN in evaluation.data_rows(apps, evaluation.EvalArgs())[1][0]["question"]  # auto: APPS
     with pytest.raises(rewards.DataError, match="no field 'reward_model.answer'"):
         evaluation.data_rows(verl, evaluation.EvalArgs(prompt_key="prompt", answer_key="reward_model.answer"))
 

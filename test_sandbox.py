@@ -984,7 +984,7 @@ def test_a_long_lived_worker_survives_a_temp_folder_cleaner(monkeypatch):
 
 
 def test_other_peoples_solutions_get_the_reference_harness_verdict():
-    """bench/data/honest_sample.json: 40 reference solutions from MBPP, HumanEval, APPS and LeetCodeDataset
+    """cases/honest_sample.json: 40 reference solutions from MBPP, HumanEval, APPS and LeetCodeDataset
     (sources and licences in the file): the sandbox's verdict is the reference harness's, and both are 1."""
     items = bench_honest.load(bench_honest.SAMPLE)
     got = bench_honest.sandboxed_verdicts(items, timeout=20)

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# CI: the documented commands for the offline model and its recipe, as a new user runs them (issue 52): a new venv
+# CI: the documented commands for the offline model and its recipe, as a new user runs them: a new venv
 # holding only what requirements.txt installs, then test_docs.py with that venv's python, which runs the README's
-# path 2, docs/real-model.md's and bench/smollm2.py's commands verbatim (the recipe's run cut to one step).
+# path 2, docs/real-model.md's and tools/smollm2.py's commands verbatim (the recipe's run cut to one step).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 FRESH="$(mktemp -d)/venv"

@@ -1,8 +1,8 @@
 """Parity on honest programs: rewards.py's sandboxed verdict beside the reference harness, run unsandboxed.
 
-    python bench/bench_honest.py --corpus CORPUS.jsonl      # made by bench/honest_corpus.py
+    python bench/bench_honest.py --corpus CORPUS.jsonl      # made by cases/honest_corpus.py
                                                             # (MBPP, HumanEval, APPS, LeetCode)
-    python bench/bench_honest.py                            # the committed sample, bench/data/honest_sample.json
+    python bench/bench_honest.py                            # the committed sample, cases/honest_sample.json
 
 The reference harness, each item in a throwaway process (`python -I`, a temp folder, the item's timeout):
   stdin   `python solution.py < input` with LiveCodeBench's imports before the program; stdout compared
@@ -25,7 +25,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 import rewards  # noqa: E402
 
-SAMPLE = os.path.join(HERE, "data", "honest_sample.json")
+SAMPLE = os.path.join(os.path.dirname(HERE), "cases", "honest_sample.json")
 _RUN = r"""
 import json, sys
 sys.set_int_max_str_digits(0)
@@ -89,7 +89,7 @@ def load(path):
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--corpus", default=SAMPLE, help="a .jsonl from bench/honest_corpus.py, or the sample's .json")
+    p.add_argument("--corpus", default=SAMPLE, help="a .jsonl from cases/honest_corpus.py, or the sample's .json")
     p.add_argument("--timeout", type=float, default=10.0)
     a = p.parse_args()
     items = load(a.corpus)

@@ -1,4 +1,4 @@
-"""Benchmark: plain math-verify against the project's math case table (bench/math_cases.py).
+"""Benchmark: plain math-verify against the project's math case table (cases/math_cases.py).
 
     python bench/bench_math_cases.py
 
@@ -13,7 +13,7 @@ import concurrent.futures
 import os
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "cases"))
 from math_cases import CASES  # noqa: E402
 
 

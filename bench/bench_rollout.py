@@ -10,8 +10,8 @@ length (min = max new tokens, so both engines produce the same number of tokens)
 tokens, after one warm-up round; HF in calls of delta.py's token budget, vLLM in one call. Prints
 tokens per second for each and their ratio. These are CPU figures; GPU figures are not measured here.
 
-With --model (a real model folder, SmolLM2-135M-Instruct from bench/smollm2.py): delta.py's own samplers, HF
-`generate` (HFSampler) and vLLM (VLLMSampler, sampling from the folder), on the same rollouts: bench/real_learning.py's
+With --model (a real model folder, SmolLM2-135M-Instruct from tools/smollm2.py): delta.py's own samplers, HF
+`generate` (HFSampler) and vLLM (VLLMSampler, sampling from the folder), on the same rollouts: tools/real_learning.py's
 (8 prompts x 8 samples at temperature 0.6, up to 32 new tokens), then longer ones (temperature 1.0, up to 256), each
 ending at the stop token; tokens per second counted from the response masks, each engine after a warm-up rollout.
 """
@@ -27,6 +27,8 @@ import torch  # noqa: E402
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import checkpoints  # noqa: E402
 import delta  # noqa: E402
+import engines  # noqa: E402
+import sampling  # noqa: E402
 import tasks  # noqa: E402
 
 MODELS = {"tiny (0.5 M)": dict(hidden_size=128, num_hidden_layers=2, intermediate_size=512, num_attention_heads=4,
@@ -79,19 +81,19 @@ def real_rates(path, repeats=3):
     import random
 
     import rewards
-    from engines import VLLMSampler
+    from sampling import VLLMSampler
 
     model, tok = checkpoints.load_model(path, torch.device("cpu"))
     rng = random.Random(0)
     questions = [f"What is {rng.randint(10, 99)} + {rng.randint(10, 99)}?" for _ in range(32)]
     prompts = [delta.prompt_text(tok, q, rewards.ANSWER_FORMATS["last_number"]) for q in questions]
-    sharding, eos = delta.DDP(1, torch.device("cpu")), delta.eos_ids(path, tok)
+    sharding, eos = engines.DDP(1, torch.device("cpu")), sampling.eos_ids(path, tok)
     print("| rollout | HF generate tok/s | vLLM tok/s | vLLM / HF | mean response tokens (HF, vLLM) |\n"
           "|---|---|---|---|---|")
     for label, n_prompts, group, new, temperature in (("8 x 8, T 0.6, <= 32 tokens", 8, 8, 32, 0.6),
                                                       ("8 x 8, T 1.0, <= 256 tokens", 8, 8, 256, 1.0)):
         args = delta.Args(max_new_tokens=new, max_prompt_length=64, temperature=temperature, seed=0)
-        hf, vl = delta.HFSampler(args, model, tok, eos, sharding), VLLMSampler(args, None, tok, eos, sharding, 0, path)
+        hf, vl = sampling.HFSampler(args, model, tok, eos, sharding), VLLMSampler(args, None, tok, eos, sharding, 0, path)
         rates, lengths = {}, {}
         for name, sampler in (("hf", hf), ("vllm", vl)):
             delta.sample(sampler, prompts[:n_prompts], temperature, group, seed=1)  # warm-up

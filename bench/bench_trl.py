@@ -145,7 +145,7 @@ def main():
     p.add_argument("--out", default=os.path.join(ROOT, "runs", "bench_trl"))
     p.add_argument("--real", help="a model folder (SmolLM2): real_learning.py's task and settings (REAL)")
     p.add_argument("--rows", default=os.path.join(ROOT, "runs", "smollm2-rows.jsonl"),
-                   help="--real's rows (python bench/real_learning.py --rows FILE)")
+                   help="--real's rows (python tools/real_learning.py --rows FILE)")
     p.add_argument("--before", help="a checkout of an earlier delta.py, timed as a fourth setting")
     p.add_argument("--trl_child", choices=("dapo", "delta"), help=argparse.SUPPRESS)
     p.add_argument("--model", help=argparse.SUPPRESS)
@@ -157,7 +157,7 @@ def main():
                          args.child_rows)
     rows = os.path.abspath(args.rows) if args.real else None
     if rows and not os.path.exists(rows):
-        sys.exit(f"{rows}: no such file; make it: python bench/real_learning.py --rows {args.rows}")
+        sys.exit(f"{rows}: no such file; make it: python tools/real_learning.py --rows {args.rows}")
     model = os.path.abspath(args.real) if args.real else os.path.join(args.out, "warm", "final")
     if not args.real and not os.path.exists(model):
         run([sys.executable, "delta.py", "--warm_start_only", "--output_dir", os.path.dirname(model), "--progress",

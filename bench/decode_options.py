@@ -1,10 +1,10 @@
-"""Benchmark: what else could bring delta.decode closer to its bound (issue 50, item 2), each option measured.
+"""Benchmark: what else could bring sampling.decode closer to its bound (issue 50, item 2), each option measured.
 
     python bench/decode_options.py --real /tmp/delta-smollm2 --rows runs/smollm2-rows.jsonl
 
 The recipe's generation (real_learning.py: 8 prompts x 8 samples, 32 new tokens at temperature 0.6, the held-out
 prompts with the last_number instruction), every row decoding all 32 tokens (no eos), in one process on 2 threads:
-    eager     delta.decode as it is: HF's forward a token on a DynamicCache, which grows by torch.cat
+    eager     sampling.decode as it is: HF's forward a token on a DynamicCache, which grows by torch.cat
     in-place  the same with each layer's keys and values written into a buffer made once, the forward reading a
               view of its filled part (no cat)
     compiled  model.forward through torch.compile(dynamic=True): its first decode (compilation included) and the
@@ -26,6 +26,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 import checkpoints  # noqa: E402
 import delta  # noqa: E402
+import sampling  # noqa: E402
 import rewards  # noqa: E402
 
 
@@ -50,9 +51,9 @@ def in_place(layer_class):
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--real", required=True, help="a model folder (SmolLM2: python bench/smollm2.py --out DIR)")
+    p.add_argument("--real", required=True, help="a model folder (SmolLM2: python tools/smollm2.py --out DIR)")
     p.add_argument("--rows", default=os.path.join(ROOT, "runs", "smollm2-rows.jsonl"),
-                   help="the task's rows (python bench/real_learning.py --rows FILE)")
+                   help="the task's rows (python tools/real_learning.py --rows FILE)")
     p.add_argument("--repeat", type=int, default=4, help="timed decodes of each arm")
     p.add_argument("--temperature", type=float, default=0.6)
     opts = p.parse_args(argv)
@@ -63,7 +64,7 @@ def main(argv=None):
     with open(opts.rows) as f:
         rows = [json.loads(line) for line in f][:8]
     ask = rewards.ANSWER_FORMATS["last_number"]
-    ids = [delta.encode_prompt(tok, delta.prompt_text(tok, r["question"], ask)) for r in rows]
+    ids = [sampling.encode_prompt(tok, delta.prompt_text(tok, r["question"], ask)) for r in rows]
     P = max(map(len, ids))
     x = torch.tensor([[tok.pad_token_id or 0] * (P - len(i)) + i for i in ids for _ in range(8)])  # [64, P] left pad
     am = torch.tensor([[0] * (P - len(i)) + [1] * len(i) for i in ids for _ in range(8)], dtype=torch.bool)
@@ -71,7 +72,7 @@ def main(argv=None):
     def decode(temperature=opts.temperature):
         with torch.no_grad():
             t = time.perf_counter()
-            out = delta.decode(model, x, am, 32, [], tok.pad_token_id or 0, temperature)
+            out = sampling.decode(model, x, am, 32, [], tok.pad_token_id or 0, temperature)
             return time.perf_counter() - t, out
     patch, undo = in_place(DynamicLayer)
     print(f"{opts.real}: {x.shape[0]} rows, prompt {P} tokens (padded), 32 new tokens, {torch.get_num_threads()} "

@@ -5,7 +5,7 @@ the same held-out split and the same prompt as delta.py's run on it.
     python examples/deepmath_to_verl.py --source rows.parquet --out DIR --eval_size 256
     TRAIN=~/data/deepmath/train.parquet VAL=~/data/deepmath/test.parquet bash examples/verl_delta.sh
 
-Rows are read by delta.py's own load_task (columns --prompt_key and --answer_key, DeepMath's question and
+Rows are read by tasks.py's load_task (columns --prompt_key and --answer_key, DeepMath's question and
 final_answer by default); test.parquet holds the first --eval_size rows, as delta.py holds them out, train.parquet
 the rest. Each row in verl's layout: prompt as one user message (the question, a newline and delta.py's
 instruction to put the answer in \\boxed{}: delta.prompt_text's content; verl applies the chat template),
@@ -21,6 +21,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import delta  # noqa: E402
+import tasks  # noqa: E402
 import rewards  # noqa: E402
 
 
@@ -48,7 +49,7 @@ def main(argv=None):
 
     args = delta.Args(dataset=a.source, dataset_split=a.split, prompt_key=a.prompt_key, answer_key=a.answer_key,
                       eval_size=a.eval_size, reward="math")
-    _, train, held_out = delta.load_task(args)  # (kind, training rows, held-out rows), as delta.py splits them
+    _, train, held_out = tasks.load_task(args)  # (kind, training rows, held-out rows), as delta.py splits them
     os.makedirs(a.out, exist_ok=True)
     for split, rows in (("train", train), ("test", held_out)):
         path = os.path.join(a.out, f"{split}.parquet")

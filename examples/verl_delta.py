@@ -2,8 +2,8 @@
 
 Loaded through verl's own extension point: every worker imports `actor_rollout_ref.model.external_lib` when it
 builds its model config (HFModelConfig.__post_init__), so this module patches two methods of verl's actor and
-registers one policy loss before the actor trains. Any trainer touches three places (README, "Using DelTA in
-your trainer"); in verl:
+registers one policy loss before the actor trains. Any trainer touches three places (docs/integrations.md,
+"Using DelTA in your trainer"); in verl:
 
   1. h (Eq. D): in verl's own old-log-prob pass (ActorRolloutRefWorker.compute_log_prob -> TrainingWorker.
      infer_batch) a forward hook on the decoder keeps its output (after the final norm: the LM head's input) at

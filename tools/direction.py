@@ -1,13 +1,13 @@
 """Benchmark: does one batch's DelTA update point closer to the expected reward's gradient than DAPO's?
 
-    python bench/direction.py                                          # the tiny default (warm-started), 8 batches
-    python bench/direction.py --model M --dataset D --max_new_tokens 256        # your model and data: the verdict
-    python bench/direction.py --algos dapo,big --batches 4 --out runs/pilot.jsonl   # a pilot: DAPO and the control
-    python bench/direction.py --out runs/d.jsonl --resume              # continue: batches in the file are skipped
+    python tools/direction.py                                          # the tiny default (warm-started), 8 batches
+    python tools/direction.py --model M --dataset D --max_new_tokens 256        # your model and data: the verdict
+    python tools/direction.py --algos dapo,big --batches 4 --out runs/pilot.jsonl   # a pilot: DAPO and the control
+    python tools/direction.py --out runs/d.jsonl --resume              # continue: batches in the file are skipped
                                      # (E's vectors read back from runs/d.jsonl.E.pt, which the first run saved)
-    python bench/direction.py --report runs/d.jsonl                    # the tables again, from the file alone
-    python bench/direction.py --out runs/e.jsonl --e_from runs/d.jsonl    # other arms or batches, d's E (same settings)
-    python bench/direction.py --model M --dataset D --precondition runs/x/checkpoint-20   # + AdamW's view
+    python tools/direction.py --report runs/d.jsonl                    # the tables again, from the file alone
+    python tools/direction.py --out runs/e.jsonl --e_from runs/d.jsonl    # other arms or batches, d's E (same settings)
+    python tools/direction.py --model M --dataset D --precondition runs/x/checkpoint-20   # + AdamW's view
 Every other flag is delta.py's (`python delta.py --help`), read by its own parser; a recipe file may come first.
 
 At the given policy (`--model`, else the tiny default warm-started as `python delta.py` does), the bench draws M
@@ -113,7 +113,7 @@ def options(argv):
     p.add_argument("--precondition_steps", type=int, default=0, help="else N DAPO steps from the policy: their v")
     p.add_argument("--e_on_cpu", action="store_true", help="keep E's vectors in host memory (a GPU run)")
     p.add_argument("--categories", action="store_true",
-                   help="DelTA's lam by token category and side in its lines (claim (b), bench/rollouts.py's table)")
+                   help="DelTA's lam by token category and side in its lines (claim (b), tools/rollouts.py's table)")
     p.add_argument("--out", default="", help="the results file (jsonl); default runs/direction-<model>-s<seed>.jsonl")
     p.add_argument("--resume", action="store_true", help="skip the (batch, algorithm) pairs already in --out")
     p.add_argument("--e_from", default="", help="measure against E of this results file (the same settings): its "
@@ -399,7 +399,7 @@ def batch_rows(run, b, k):
 
 def category_lam(run, roll, lam):
     """Claim (b) on a batch's own rollouts (--categories): DelTA's lam [N, R] by token category and side, as
-    bench/rollouts.py reads a dump of delta.py's (lam, lamw, share and share_uniform a category and side; rho_p a
+    tools/rollouts.py reads a dump of delta.py's (lam, lamw, share and share_uniform a category and side; rho_p a
     side); a model folder's text in REAL_CATEGORIES."""
     import engines
     import rollouts

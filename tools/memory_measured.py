@@ -1,14 +1,14 @@
-"""Live bytes of delta.py's real RL step, phase by phase, beside bench/memory.py's estimate of the same shape.
+"""Live bytes of delta.py's real RL step, phase by phase, beside tools/memory.py's estimate of the same shape.
 
-    python bench/memory_measured.py                  # every shape, DDP and FSDP2 on 2 gloo processes
-    python bench/memory_measured.py --shapes small   # one shape
+    python tools/memory_measured.py                  # every shape, DDP and FSDP2 on 2 gloo processes
+    python tools/memory_measured.py --shapes small   # one shape
 
 On the CPU with the GPU's dtypes (--precision bf16: bf16 autocast under DDP, bf16 gathered weights under
 FSDP2, bf16 features), each process runs delta.rl_step on a randomly initialised Qwen3 (rewards are seeded coin
 flips, so both sides of every group exist), and a dispatch mode (`LiveBytes`) counts every tensor storage
 alive: the weights, the optimizer's state and whatever each op creates, until it is freed. The peak of each
 phase of the second step (generate, score, coefficients, update; the first step creates AdamW's state) on
-rank 0 is printed next to bench/memory.py's figure for the same arguments, shape and mean response length.
+rank 0 is printed next to tools/memory.py's figure for the same arguments, shape and mean response length.
 """
 import argparse
 import contextlib
@@ -218,7 +218,7 @@ def compare(name, fsdp, world=2, tmp=None, model=None):
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--shapes", default="small,checkpointed,long", help=f"comma-separated, of {', '.join(SHAPES)}")
-    p.add_argument("--model", default="", help="the real shape's model folder (bench/smollm2.py)")
+    p.add_argument("--model", default="", help="the real shape's model folder (tools/smollm2.py)")
     a = p.parse_args(argv)
     names = a.shapes.split(",")
     print("| shape | engine | phase | measured MiB | estimate MiB | estimate / measured |\n|---|---|---|---|---|---|")

@@ -1,8 +1,8 @@
 """Where the token weights go, read from the rollouts that `delta.py --dump_rollouts_every N` saves.
 
-    python bench/rollouts.py runs/x/rollout-50.pt                 # per-category table of one rollout batch
-    python bench/rollouts.py runs/x/rollout-50.pt --html page.html  # the lambda page: tokens coloured by weight
-    python bench/rollouts.py runs/x --json stats.json              # every dump of a run, one row per step
+    python tools/rollouts.py runs/x/rollout-50.pt                 # per-category table of one rollout batch
+    python tools/rollouts.py runs/x/rollout-50.pt --html page.html  # the lambda page: tokens coloured by weight
+    python tools/rollouts.py runs/x --json stats.json              # every dump of a run, one row per step
 
 Token categories of the embedded tasks (one character a token): answer (inside the last box), restated (the
 numbers left of a step's `=`), result (a step's result), first_wrong (the result of the first wrong step),
@@ -33,6 +33,7 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import checkpoints  # noqa: E402
 import delta  # noqa: E402
+import sampling  # noqa: E402
 
 CATEGORIES = ("format", "restated", "result", "first_wrong", "answer", "filler", "eos")
 REAL_CATEGORIES = ("answer", "restated", "number", "operator", "word", "stop word", "format", "template")
@@ -176,7 +177,7 @@ def lambda_page(tok, dump, per_side=6):
     correct, reward = dump.get("correct"), dump.get("reward")
     spread = max(1e-6, float((weight[mask] - 1).abs().max())) if mask.any() else 1.0
     what = "DelTA coefficients lam" if args["algo"] == "delta" else f"token weights of {args['algo']}"
-    texts = delta.decode_responses(tok, batch)
+    texts = sampling.decode_responses(tok, batch)
     parts = [f"<!doctype html><meta charset='utf-8'><title>lambda, step {dump['step']}</title><style>body{{font:14px "
              f"monospace;max-width:70em;margin:2em auto}} span{{white-space:pre-wrap}} .r{{margin:1em 0;padding:.5em;"
              f"border:1px solid #ccc}} .q{{color:#555}}</style><h2>{html.escape(args['run_name'])}: token weights at "

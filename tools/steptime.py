@@ -1,5 +1,5 @@
 """Minutes per RL step at a recipe's shape, phase by phase, and the wall time of the run, as a range: a model for
-planning GPU weeks, beside bench/memory.py (which says whether a step fits). Arithmetic, no GPU:
+planning GPU weeks, beside tools/memory.py (which says whether a step fits). Arithmetic, no GPU:
 
     generate  vLLM decodes bandwidth-bound: each decode step reads the bf16 weights and the KV cache in use once,
               (2 N + kv) / (HBM bandwidth x efficiency); the batch is what vLLM's KV cache holds (memory.vllm_kv) at the
@@ -21,10 +21,10 @@ Score and update run only the rows of non-zero advantage (--skip_zero_advantage,
 --zero_spread Z, the expected share of groups whose rewards are all equal, they forward 1 - Z of the tokens (forking
 scores every row).
 
-    python bench/steptime.py --model bench/configs/qwen3-8b-base.json --gpu h100 --world_size 8 \\
+    python tools/steptime.py --model tools/configs/qwen3-8b-base.json --gpu h100 --world_size 8 \\
         --prompts_per_step 128 --group_size 16 --max_prompt_length 2048 --max_new_tokens 20480 --vllm --fsdp \\
         --gradient_checkpointing --mean_response_tokens 10240 --mean_prompt_tokens 256 --steps 1608
-    ... --calibrate runs/gpu_check.md   # MFU from bench/gpu_check.py's ms per token on a lent GPU, not assumed
+    ... --calibrate runs/gpu_check.md   # MFU from tools/gpu_check.py's ms per token on a lent GPU, not assumed
 
     ... --assume attention_mfu=0.3,0.2 # either end of any assumption
 
@@ -61,7 +61,7 @@ def forward_flops(cfg, tokens, context):
 
 
 def calibrated_mfu(path, gpu):
-    """(forward MFU, forward + backward MFU) from a bench/gpu_check.py table: its slice's FLOPs a token at each
+    """(forward MFU, forward + backward MFU) from a tools/gpu_check.py table: its slice's FLOPs a token at each
     micro-batch over the ms per token measured there, averaged over the micro-batches."""
     import gpu_check
     with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "configs", "qwen3-8b-base.json")) as f:
@@ -76,7 +76,7 @@ def calibrated_mfu(path, gpu):
             fwd.append(per_token / (float(m.group(3)) / 1e3) / gpu["flops"])
             bwd.append(4 * per_token / (float(m.group(4)) / 1e3) / gpu["flops"])
     if not fwd:
-        raise SystemExit(f"{path}: no 'ms per token' rows of bench/gpu_check.py")
+        raise SystemExit(f"{path}: no 'ms per token' rows of tools/gpu_check.py")
     return sum(fwd) / len(fwd), sum(bwd) / len(bwd)
 
 
@@ -147,7 +147,7 @@ def main(argv):
     p.add_argument("--mean_prompt_tokens", type=int, default=256)
     p.add_argument("--steps", type=int, default=0, help="steps of the run (the recipe: 2 epochs of 103k / 128)")
     p.add_argument("--assume", action="append", default=[], help="NAME=LOW,HIGH: an assumption's two ends")
-    p.add_argument("--calibrate", default="", help="a bench/gpu_check.py table: MFU from its ms per token")
+    p.add_argument("--calibrate", default="", help="a tools/gpu_check.py table: MFU from its ms per token")
     p.add_argument("--zero_spread", type=float, default=0.0, help="expected share of groups with all rewards equal")
     opts, rest = p.parse_known_args(argv)
     args = delta.parse_args(rest)

@@ -2,8 +2,8 @@
 and accelerate, no vLLM, datasets or math-verify, and installs nothing): would the paper's recipe survive its first
 step here, and what does a step cost? Each row is printed and appended to --out as it completes, within --budget_s.
 
-    python bench/gpu_check.py --out $OUT/check.md    # GPU, about 2 minutes
-    python bench/gpu_check.py --tiny                 # CPU (the suite runs this), through the device seam's test mode
+    python tools/gpu_check.py --out $OUT/check.md    # GPU, about 2 minutes
+    python tools/gpu_check.py --tiny                 # CPU (the suite runs this), through the device seam's test mode
 
 Rows, in order:
     preflight  versions, the allocator settings in effect, bf16, NCCL; an exact-size pinned host block (where DelTA's
@@ -16,16 +16,16 @@ Rows, in order:
     the recipe's micro-batches  1 x 22,528 tokens, 2 x 16,384 (the second row left-padded by 1,024) and 4 x 8,192:
                each a mini-batch of two such micro-batches (advantages +1 and -1), through the trainer's own scoring
                pass (old log-probs, entropy, DelTA's features), Sec. 3.2's coefficients and the update; each phase's
-               peak allocated memory beside bench/memory.py's figure for this slice and these micro-batches, and
+               peak allocated memory beside tools/memory.py's figure for this slice and these micro-batches, and
                milliseconds per token of the forward (scoring) and of the forward + backward (the update: with
                gradient checkpointing's recompute and AdamW's step). Figures are the second of two passes.
     fallback   the scoring pass again with the GPU reported full (the device seam): the features in pinned host
                memory, timed beside the first, and the coefficients from them compared with the first's
 
-No downloads: the slice is built from bench/configs/qwen3-8b-base.json with random weights and random tokens (the
+No downloads: the slice is built from tools/configs/qwen3-8b-base.json with random weights and random tokens (the
 arithmetic and memory of a step do not depend on the values). The tiny mode runs the same code on the CPU with a
 slice of hidden 64 (DELTA_PRETEND_GPU: the seam answers as a GPU would, gloo for NCCL); memory is measured on a GPU
-only. The vLLM path needs two GPUs and vLLM: bench/vllm_smoke.py, for a lease that has them.
+only. The vLLM path needs two GPUs and vLLM: tools/vllm_smoke.py, for a lease that has them.
 """
 import argparse
 import contextlib
@@ -44,6 +44,7 @@ import transformers
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import checkpoints  # noqa: E402
 import delta  # noqa: E402
+import sampling  # noqa: E402
 import engines  # noqa: E402
 import tasks  # noqa: E402
 import memory  # noqa: E402
@@ -172,7 +173,7 @@ def case_batch(run, rows, tokens, P, V):
     g = torch.Generator().manual_seed(rows)
     prompts = [torch.randint(5, V, (P - (P // 2 if i == 1 else 0),), generator=g).tolist() for i in range(2 * rows)]
     responses = [torch.randint(5, V, (tokens - P,), generator=g).tolist() for _ in range(2 * rows)]
-    batch = delta.rollout_batch(prompts, responses, [0], 0, run.device)
+    batch = sampling.rollout_batch(prompts, responses, [0], 0, run.device)
     run.args.group_size, run.args.max_tokens_per_micro_batch = 2 * rows, rows * tokens
     adv = torch.tensor([1.0] * rows + [-1.0] * rows, device=run.device)
     return batch, adv, delta.micro_batches(run, batch)
@@ -198,7 +199,7 @@ def step_phases(run, batch, adv, plans):
 
 
 def micro_batch_rows(table, cfg, run, kind):
-    """Each of the recipe's micro-batches: peaks against bench/memory.py, ms per token of forward and backward."""
+    """Each of the recipe's micro-batches: peaks against tools/memory.py, ms per token of forward and backward."""
     P, V = PROMPT[kind], cfg["vocab_size"]
     for rows, tokens in CASES[kind]:
         batch, adv, plans = case_batch(run, rows, tokens, P, V)
@@ -213,7 +214,7 @@ def micro_batch_rows(table, cfg, run, kind):
         for ph in ("score", "coefficients", "update"):
             seconds, peak = measured[ph]
             table.add(name, f"{ph}: peak allocated / seconds", f"{size(peak) if peak else '-'} / {seconds:.3f}",
-                      f"bench/memory.py: {size(booked[ph])} (its margin items aside)")
+                      f"tools/memory.py: {size(booked[ph])} (its margin items aside)")
         table.add(name, "ms per token: forward (scoring) / forward + backward (update)",
                   f"{measured['score'][0] / padded * 1e3:.4f} / {measured['update'][0] / padded * 1e3:.4f}",
                   f"{padded:,} padded tokens in {sum(map(len, plans))} micro-batches")
@@ -222,7 +223,7 @@ def micro_batch_rows(table, cfg, run, kind):
 def memory_shape(batch, rows):
     """(b T, sum of T^2, b R) of a micro-batch as delta.micro_batch trims it (memory.estimate's micro_batches)."""
     ids, _, R = delta.micro_batch(batch, rows)
-    return ids.numel(), ids.shape[0] * ids.shape[1] ** 2, ids.shape[0] * R  # as bench/memory_measured.py counts
+    return ids.numel(), ids.shape[0] * ids.shape[1] ** 2, ids.shape[0] * R  # as tools/memory_measured.py counts
 
 
 def fallback(table, cfg, run, kind):
@@ -254,9 +255,9 @@ def main(argv=None):
     opts = p.parse_args(argv)
     kind, t0, environ = "tiny" if opts.tiny else "gpu", time.perf_counter(), dict(os.environ)
     if opts.tiny:
-        os.environ[delta.PRETEND_GPU] = "80"
+        os.environ[engines.PRETEND_GPU] = "80"
     device = torch.device("cuda", 0) if torch.cuda.is_available() and not opts.tiny else torch.device("cpu")
-    accel = delta.Accelerator(device)
+    accel = engines.Accelerator(device)
     if accel.gpu:
         engines.expandable_segments()  # as delta.setup_distributed does, before the first allocation
     if accel.cuda:

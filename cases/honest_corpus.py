@@ -1,6 +1,6 @@
 """Builds the honest-program corpus of bench/bench_honest.py from other projects' data (never their code).
 
-    python bench/honest_corpus.py --mbpp MBPP.jsonl --coderl CODERL_CLONE --leetcode LCD.jsonl.gz --out CORPUS.jsonl
+    python cases/honest_corpus.py --mbpp MBPP.jsonl --coderl CODERL_CLONE --leetcode LCD.jsonl.gz --out CORPUS.jsonl
 
 Each line: {"source", "id", "code", "tests"}: a reference solution someone else wrote, and a test spec in
 rewards.py's format. Where the data come from (read as data, at the commits named; nothing is executed here):

@@ -1,8 +1,8 @@
 """The controlled test of "DelTA beats DAPO" (docs/experiment.md holds the rule fixed before the runs).
 
-    python bench/experiment.py --arms dapo,oracle --seeds 0-5        # stage 1: the positive control
-    python bench/experiment.py --arms delta,lam_top,lam_bottom --seeds 0-5
-    python bench/experiment.py --report                               # the tables of docs/experiment.md
+    python experiments/experiment.py --arms dapo,oracle --seeds 0-5  # stage 1: the positive control
+    python experiments/experiment.py --arms delta,lam_top,lam_bottom --seeds 0-5
+    python experiments/experiment.py --report                         # the tables of docs/experiment.md
 
 Every run trains on the embedded `filler` task (SETTINGS below, the same for every arm) from the warm
 start of its seed, which is made once (`delta.py --warm_start_only`) and shared by the arms, so that the
@@ -12,7 +12,7 @@ not run again, and the wall time of every invocation is added to runs/experiment
 The report: per arm and pair, the primary metric (the area under the curve of sampled held-out accuracy:
 the trapezoid mean over steps 0..80 of eval/sampled_accuracy, 4 samples of each of 256 held-out problems
 at temperature 1), the secondary metrics, the paired differences with t intervals, and where the update
-goes per token category (bench/rollouts.py over the rollouts dumped every 20 steps).
+goes per token category (tools/rollouts.py over the rollouts dumped every 20 steps).
 """
 import argparse
 import glob
@@ -21,6 +21,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tools"))  # rollouts
 from reproduce import area, mean_ci, read, run_all as run_jobs  # noqa: E402  the runner and statistics, shared
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -31,14 +32,14 @@ ARMS = ("dapo", "oracle", "delta", "lam_top", "lam_bottom")
 
 
 def run_all(jobs, out, parallel=2):
-    """reproduce.run_all, one thread a run (the oracle is an ALGOS entry from outside: bench/oracle.py runs it),
+    """reproduce.run_all, one thread a run (the oracle is an ALGOS entry from outside: tools/oracle.py runs it),
     and the wall time added to out/wall_time.json, summed over invocations."""
-    seconds = run_jobs([(d, argv, "bench/oracle.py" if "oracle" in argv else "delta.py") for d, argv in jobs],
+    seconds = run_jobs([(d, argv, "tools/oracle.py" if "oracle" in argv else "delta.py") for d, argv in jobs],
                        parallel, threads=1)
     clock = os.path.join(out, "wall_time.json")
     total = (json.load(open(clock))["seconds"] if os.path.exists(clock) else 0.0) + seconds
     with open(clock, "w") as f:
-        json.dump({"seconds": total, "note": "summed over every invocation of bench/experiment.py"}, f)
+        json.dump({"seconds": total, "note": "summed over every invocation of experiments/experiment.py"}, f)
 
 
 def seeds(spec):
@@ -108,7 +109,7 @@ def report(out):
 
 def claim_b(out, arm="delta"):
     """Where an arm's update goes (DelTA's: claim (b)), per token category and side, from every dump of its
-    finished runs: bench/rollouts.py's statistics averaged over dumps and seeds."""
+    finished runs: tools/rollouts.py's statistics averaged over dumps and seeds."""
     import rollouts
 
     rows = [dict(rollouts.category_stats(*rollouts.load(f)))

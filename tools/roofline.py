@@ -1,8 +1,8 @@
 """Benchmark: the RL step phase by phase against this machine's own measured limits (a roofline table).
 
-    python bench/smollm2.py --out /tmp/smollm2
-    python bench/roofline.py --real /tmp/smollm2       # SmolLM2 at the recipe's settings: 8 prompts x 8, 32 new tokens
-    python bench/roofline.py                           # the tiny default's model and task (not warm-started)
+    python tools/smollm2.py --out /tmp/smollm2
+    python tools/roofline.py --real /tmp/smollm2       # SmolLM2 at the recipe's settings: 8 prompts x 8, 32 new tokens
+    python tools/roofline.py                           # the tiny default's model and task (not warm-started)
 
 The limits first, measured here: matmul GFLOP/s in fp32 and bf16 (2048 x 2048 x 2048) and memory GB/s (a 256 MiB
 copy, bytes read + written). Then one rollout, sampled once and reused by every phase, and each phase timed
@@ -33,6 +33,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.join(ROOT, "bench"))
 import delta  # noqa: E402
+import sampling  # noqa: E402
 from bench_speed import before  # noqa: E402
 
 PHASES = ("prefill", "decode", "score", "coefficients", "update")
@@ -86,7 +87,7 @@ def measure(fn, repeat):
 
 def main(argv):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--real", default="", help="a SmolLM2 folder: bench/real_learning.py's task and settings")
+    p.add_argument("--real", default="", help="a SmolLM2 folder: tools/real_learning.py's task and settings")
     p.add_argument("--repeat", type=int, default=3, help="timings of each phase (the median is shown)")
     opts, argv = p.parse_known_args(argv)
     from transformers.utils import logging as hf_logging
@@ -109,7 +110,7 @@ def main(argv):
     train_plan, score_plan = delta.forward_plans(run, batch, adv)
     G, N, P = a.group_size, len(adv), batch["prompt_len"]
     R = batch["response_mask"].shape[1]
-    prompt_ids = [delta.encode_prompt(run.tok, t) for t in prompts]
+    prompt_ids = [sampling.encode_prompt(run.tok, t) for t in prompts]
     live = (adv != 0).sum().item()
     linear, head, L, q, kv = shape(model)
     print(f"{base.source}: {len(prompts)} prompts x {G}, prompt {P} tokens (padded), responses up to {R} tokens "
@@ -127,7 +128,7 @@ def main(argv):
         def generate(new):
             def f():
                 with torch.no_grad(), delta.autocast(torch.device("cpu"), prec == "bf16"):
-                    delta.decode(r.model, x, am, new, [], pad, a.temperature)
+                    sampling.decode(r.model, x, am, new, [], pad, a.temperature)
             return f
         return {"prefill": generate(1), "generate": generate(steps),
                 "score": lambda: delta.score(r, batch, adv, score_plan, True),

@@ -1,9 +1,9 @@
 """Memory per GPU of a delta.py run, phase by phase, by arithmetic from a model's config and delta.py's arguments.
 
-    python bench/memory.py --model bench/configs/qwen3-8b-base.json --world_size 8 --fsdp --vllm \\
+    python tools/memory.py --model tools/configs/qwen3-8b-base.json --world_size 8 --fsdp --vllm \\
         --prompts_per_step 128 --group_size 16 --mini_batch_prompts 32 --max_prompt_length 2048 \\
         --max_new_tokens 20480 --max_tokens_per_micro_batch 32768 --gradient_checkpointing true
-    python bench/memory.py --model Qwen/Qwen3-14B-Base ...   # a hub id (needs the hub) or a folder
+    python tools/memory.py --model Qwen/Qwen3-14B-Base ...   # a hub id (needs the hub) or a folder
 
 The arguments are delta.py's (same names, same defaults) plus --world_size, --mean_response_tokens (the
 expected response length: the features and the packing scale with it; default half of --max_new_tokens)
@@ -23,7 +23,7 @@ for backward is counted from autograd's saved tensors (`saved_per_token`, checke
 the tests); everything else (gathered weights, transients of a phase) is read from delta.py, FSDP2 and
 transformers. The whole model
 is checked against the live bytes of the real rl_step on the CPU with the GPU's dtypes, phase by phase, in
-DDP and FSDP2 on 2 processes (bench/memory_measured.py, and a test at one shape).
+DDP and FSDP2 on 2 processes (tools/memory_measured.py, and a test at one shape).
 """
 import json
 import os
@@ -246,7 +246,7 @@ def host_memory(cfg, args, world_size, fsdp, host, per_node=8):
     not booked): each rank's pinned blocks (`host`, from estimate), a checkpoint's writes (torch.distributed.
     checkpoint, one tensor at a time a rank: the largest shard), the full fp32 weights rank 0 gathers once to
     write final/, and the start: on several processes rank 0 alone reads the weights (checkpoints.load_weights; each
-    rank read them in fp32 before, per_node copies: bench/host_memory.py measures both). Bytes: {item: per node}."""
+    rank read them in fp32 before, per_node copies: tools/host_memory.py measures both). Bytes: {item: per node}."""
     n, s = parameters(cfg), shape(cfg)
     shard = world_size if fsdp else 1
     node = {k: x * per_node for k, x in host.items()}

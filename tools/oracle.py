@@ -2,7 +2,7 @@
 algorithm: DAPO with lam_max on the tokens known to decide correctness on the embedded tasks (each step's
 result and the boxed answer), lam_min elsewhere, self-normalised to mean 1 like DelTA's lam.
 
-    python bench/oracle.py --task filler --algo oracle ...    # delta.py's arguments
+    python tools/oracle.py --task filler --algo oracle ...    # delta.py's arguments
 """
 import itertools
 import os

@@ -1,7 +1,7 @@
 """Issue 51, item 2: a task with long reasoning for SmolLM2, probed before any run: rows this project writes.
 
-    python bench/long_task.py --model /tmp/delta-smollm2 --probe            # every candidate, the base model
-    python bench/long_task.py --task four_sums --rows runs/four-sums.jsonl   # the rows of one, for delta.py
+    python experiments/long_task.py --model /tmp/delta-smollm2 --probe            # every candidate, the base model
+    python experiments/long_task.py --task four_sums --rows runs/four-sums.jsonl   # the rows of one, for delta.py
 
 What the issue asks of the task: SmolLM2 writes worked reasoning of at least 60 tokens before its answer and is right
 20-60 % of the time at the rollout temperature (so most groups of 8 hold a right and a wrong answer), most tokens
@@ -94,6 +94,8 @@ def probe(model, problems, max_new_tokens, tasks, temperatures, group=8):
     sys.path.insert(0, ROOT)
     import checkpoints
     import delta
+    import engines
+    import sampling
     import rewards
     net, tok = checkpoints.load_model(model, torch.device("cpu"))
     print(f"{model}; instruction: {INSTRUCTION!r}; {problems} problems, {group} samples at each temperature, up to "
@@ -104,13 +106,13 @@ def probe(model, problems, max_new_tokens, tasks, temperatures, group=8):
         rows = make_rows(name, problems, seed=1)
         prompts = [delta.prompt_text(tok, r["question"], INSTRUCTION) for r in rows]
         golds = [r["final_answer"] for r in rows]
-        sampler = delta.HFSampler(delta.Args(max_new_tokens=max_new_tokens), net, tok, delta.eos_ids(model, tok),
-                                  delta.DDP(1, torch.device("cpu")))
+        sampler = sampling.HFSampler(delta.Args(max_new_tokens=max_new_tokens), net, tok, sampling.eos_ids(model, tok),
+                                  engines.DDP(1, torch.device("cpu")))
         greedy = None
         for temperature, n in [(0.0, 1)] + [(t, group) for t in temperatures]:
             torch.manual_seed(0)
             batch = delta.sample(sampler, prompts, temperature, n)
-            texts = delta.decode_responses(tok, batch)
+            texts = sampling.decode_responses(tok, batch)
             right = rewards.score_batch(texts, [g for g in golds for _ in range(n)], answer_format="last_number")
             if n == 1:
                 greedy = f"{100 * sum(right) / len(right):.1f} %"

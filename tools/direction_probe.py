@@ -1,11 +1,11 @@
-"""What one held-out part of bench/direction.py's E costs: its responses drawn, then the gradient of some of them,
-with the time and the peak resident memory of each (docs/direction.md, "Issue 51, item 2").
+"""What one held-out part of tools/direction.py's E costs: its responses drawn, then the gradient of some of them,
+with the time and the peak resident memory of each (docs/direction.md, "A task with long reasoning, probed before any run").
 
-    python bench/direction_probe.py --prompts 18 --graded 8 -- --model /tmp/delta-smollm2 \\
+    python tools/direction_probe.py --prompts 18 --graded 8 -- --model /tmp/delta-smollm2 \\
         --dataset runs/one-step-story.jsonl --max_new_tokens 160 --temperature 0.2 [--precision bf16] \\
         [--max_tokens_per_micro_batch 2048] ...
 
-Everything after `--` is delta.py's flags, as bench/direction.py reads them (the held-out rows are delta.py's).
+Everything after `--` is delta.py's flags, as tools/direction.py reads them (the held-out rows are delta.py's).
 """
 import argparse
 import os
