@@ -3,6 +3,7 @@ to run (never to copy its loss), and this file imports nothing of delta.py: a ru
 builds.
 
     found, resume_state   the checkpoints of an output folder; the newest one's state for --resume and what stops it
+    source_problem        what stops a --model (a folder or a hub id) from giving a model, in one line
     load_model            a hub id, a Hugging Face folder or a checkpoint, dropout off, with load_tokenizer's
                           tokenizer; on several processes every rank builds it on the meta device
                           (parameters_on_meta) and rank 0 alone reads the weights (load_weights)
@@ -66,6 +67,50 @@ def resume_state(args, ckpts, world):
                if state["args"].get(k) != getattr(args, k)]
     return state, (f"--resume: {ckpts[-1]} was trained with {', '.join(changed)}; the data order and the method "
                    "depend on them: pass the same values") if changed else None
+
+
+def source_problem(name):
+    """What stops `name`, a local model folder or a hub id, from giving a model, in one line; None: nothing. Reads
+    the config only (a hub id: from the hub or its cache), before any work."""
+    if os.path.isfile(name):
+        return f"{name} is a file: give the model's folder (its config.json, weights and tokenizer) or a hub id"
+    if os.path.isdir(name):
+        if not os.path.isfile(os.path.join(name, "config.json")):
+            return f"{name} holds no config.json, so it is not a model folder (save_pretrained writes one)"
+    elif name.startswith((".", "/", "~")) or name.count("/") > 1:
+        return f"{name}: no such folder (a hub id reads owner/name)"
+    try:  # a folder's config, or a hub id's in the local cache
+        transformers.AutoConfig.from_pretrained(name, local_files_only=True)
+        return None
+    except (OSError, ValueError) as e:
+        if os.path.isdir(name):
+            return f"{name}/config.json cannot be read: {str(e).splitlines()[0]}"
+    if not hub_reachable():
+        return (f"{name} is no local folder and not in the hub's cache, and the hub cannot be reached: point it at "
+                "a local folder (tools/smollm2.py makes SmolLM2's offline)")
+    try:
+        transformers.AutoConfig.from_pretrained(name)
+    except (OSError, ValueError) as e:
+        return f"{name}: the hub gives no model config ({' '.join(str(e).split())[:200]})"
+    return None
+
+
+def hub_reachable(timeout=5.0):
+    """Whether the hub's host answers a connection (not when HF_HUB_OFFLINE is set): asked once, in a few seconds,
+    instead of huggingface_hub's retries, which take half a minute to fail offline."""
+    import socket
+    from urllib.parse import urlparse
+
+    from huggingface_hub import constants
+
+    host = urlparse(constants.ENDPOINT)
+    if constants.HF_HUB_OFFLINE or not host.hostname:
+        return False
+    try:
+        socket.create_connection((host.hostname, host.port or 443), timeout=timeout).close()
+        return True
+    except OSError:
+        return False
 
 
 def load_model(name_or_path, device, dtype=torch.float32, meta=False):

@@ -26,9 +26,7 @@ reader), sampling.py (rollouts), checkpoints.py (a run's files), engines.py (FSD
 import contextlib
 import dataclasses
 import datetime
-import difflib
 import gc
-import json
 import math
 import os
 import random
@@ -43,7 +41,6 @@ import torch
 import torch.distributed as dist
 import transformers
 from tqdm import tqdm
-from transformers import HfArgumentParser
 
 
 # ======== 1. The method, in the paper's order (copyable: pure torch, collectives only on `group`) =====================
@@ -323,10 +320,12 @@ def verify(run, batch, rows):
     (code), timed (time/reward), and the reward: with DAPO's soft overlong punishment."""
     a, t = run.args, time.perf_counter()
     golds = [r["answer"] for r in rows for _ in range(a.group_size)]
+    tick = run.report("reward", len(golds), "responses")  # the heartbeat's, while the verdicts are out
     correct = torch.tensor(rewards().score_batch(sampling().decode_responses(run.tok, batch), golds, run.reward,
                                                  a.reward_timeout or None, stats=run.reward_stats,
                                                  answer_format=run.answer_format))
     run.reward_seconds = time.perf_counter() - t
+    tick(len(golds))
     reward = correct.to(run.device)  # [N]
     if run.algo["overlong"]:
         reward = reward + overlong_penalty(batch["response_mask"].sum(1), a.max_new_tokens, a.overlong_buffer,
@@ -731,6 +730,12 @@ def tasks():
     return tasks
 
 
+def console():
+    """console.py: what a user types and sees (the command line, progress lines, how a run ended)."""
+    import console
+    return console
+
+
 def checkpoints():
     """checkpoints.py: what a run writes and reads back (checkpoints, model folders, weights read once)."""
     import checkpoints
@@ -776,43 +781,6 @@ def clock(run):
     """Seconds, once the device has finished its queued work (phase timings on a GPU)."""
     run.accel.synchronize()
     return time.perf_counter()
-
-
-def progress(args, rank):
-    """The run's one progress helper (run.report), which it hands to its sampler and its phases:
-    report(what, total=None, unit="", bound=False) -> tick(k=1, tokens=0, note=""). A phase that counts its `total`
-    units (rows, decode steps) gets, on rank 0 with --progress, a line at most every --progress_seconds: done, the
-    rate (tokens/s when counted) and the time left at that rate (`bound`: at most that, a phase that may end early).
-    A phase with no count (total None: a model read, vLLM's start) gets a line now and its time at tick().
-    The other ranks, and a total of 0: nothing."""
-    def report(what, total=None, unit="", bound=False):
-        if rank != 0 or not args.progress or total == 0:
-            return lambda k=1, tokens=0, note="": None
-        start, done = time.perf_counter(), [0, 0, 0.0]  # units, tokens, the clock at the last line
-        if total is None:
-            print(f"{what} ...", file=sys.stderr, flush=True)
-            return lambda k=1, tokens=0, note="": print(f"{what}: done in {duration(time.perf_counter() - start)}",
-                                                        file=sys.stderr, flush=True)
-
-        def tick(k=1, tokens=0, note=""):
-            done[0], done[1] = done[0] + k, done[1] + tokens
-            now = time.perf_counter()
-            if now - max(done[2], start) >= args.progress_seconds and 0 < done[0] < total:
-                done[2], s = now, now - start
-                rate = f"{done[1] / s:,.0f} tokens/s" if done[1] else f"{done[0] / s:.2f} {unit}/s"
-                left = duration(s * (total - done[0]) / done[0])
-                tqdm.write(f"  {what}: {done[0]:,} of {total:,} {unit} in {duration(s)}, {rate}, "
-                           f"{'at most' if bound else 'about'} {left} left{', ' + note if note else ''}",
-                           file=sys.stderr)
-        return tick
-    return report
-
-
-def duration(seconds):
-    """12 s, 4 min 05 s, 2 h 03 min."""
-    s = int(round(seconds))
-    return (f"{s} s" if s < 60 else f"{s // 60} min {s % 60:02d} s" if s < 3600 else
-            f"{s // 3600} h {s % 3600 // 60:02d} min")
 
 
 def reduce(run, x, op=dist.ReduceOp.SUM):
@@ -875,6 +843,7 @@ def prepare(args):
     every check of the arguments, the data and the resume before any work (an ArgumentError says what to change);
     then the model, the engines and AdamW, restored from the newest checkpoint (--resume) or seeded, the tiny
     default warm-started. The run also holds its logger (run.log), its first step and whether it resumed."""
+    started = time.perf_counter()
     transformers.utils.logging.disable_progress_bar()
     validate_args(args, int(os.environ.get("WORLD_SIZE", "1")))  # every check before any work
     rank, world, device = setup_distributed(args.dist_timeout_minutes)
@@ -893,12 +862,16 @@ def prepare(args):
         state, problem = checkpoints().resume_state(args, ckpts, world)  # the newest checkpoint's state, or None
         if problem:
             raise ArgumentError(problem)
+        final = os.path.join(args.output_dir, "final")
+        if state and state["step"] >= planned_steps(args, len(train_rows)) > 0 and os.path.isdir(final):
+            raise FinishedAlready(f"{args.output_dir} finished at step {state['step']} already: the model is in "
+                                  f"{final}; nothing is left to do")
         os.makedirs(args.output_dir, exist_ok=True)
         log, close_log = metrics_logger(args, rank, state["step"] if state else None)
-    except (ArgumentError, rewards().DataError) as e:  # tasks.py's DataError: the data, named, as an ArgumentError
+    except (ArgumentError, rewards().DataError, FinishedAlready) as e:  # tasks.py's DataError: an ArgumentError
         if world > 1:
             dist.destroy_process_group()
-        raise ArgumentError(str(e)) from None
+        raise (e if isinstance(e, FinishedAlready) else ArgumentError(str(e))) from None
     if rank == 0:
         why = " (inferred: the rows carry test specs)" if given == "auto" and args.reward == "code" else ""
         fmt = f", answers: {args.answer_format}" if args.reward == "math" else ""
@@ -913,7 +886,7 @@ def prepare(args):
             tasks().build_tiny(source, args.seed)
         if world > 1:
             dist.barrier()
-    done = progress(args, rank)(f"model: {source}, its config" + (" (its weights follow, read once a node)" if
+    done = console().progress(args, rank)(f"model: {source}, its config" + (" (its weights follow, read once a node)" if
                                                                    world > 1 else " and weights"))
     model, tok = checkpoints().load_model(source, device, meta=world > 1)  # dropout off; read once a node
     done()
@@ -921,6 +894,7 @@ def prepare(args):
         checkpoints().enable_checkpointing(model)
     run = make_run(args, model, tok, source, rank, world, device, train_rows, eval_rows)
     run.log, run.close_log, run.step, run.resumed = log, close_log, state["step"] if state else 0, bool(state)
+    run.started = started  # the summary's wall time, from the start of the checks
     catch_stop(run)  # from here a signal stops the run at the end of a warm-start or RL step
     restore_or_seed(run, state, ckpts[-1] if state else None)
     return run
@@ -940,16 +914,18 @@ def restore_or_seed(run, state, checkpoint):
 
 def train(run):
     """The RL steps from the run's first, each logged; held-out evaluations, checkpoints (and one on SIGINT or
-    SIGTERM, after the step), the final model; then the processes taken down in the order that cannot hang."""
+    SIGTERM, after the step), the final model; then the processes taken down in the order that cannot hang.
+    Returns the exit status (console.EXIT): 0 finished, said with a summary; 128 + N stopped by signal N."""
     a, step = run.args, run.step
-    total_steps = 0 if a.warm_start_only else a.max_steps or a.epochs * (len(run.train_rows) // a.prompts_per_step)
+    total_steps = planned_steps(a, len(run.train_rows))
     catch_stop(run)
     if stopped(run):  # a signal in the start or the warm start: nothing to save, RL had not begun
         if run.rank == 0:
             where = f" (the warm start at {run.warm_state})" if run.warm_state else ""
             print(f"\ninterrupted before RL's first step{where}: no checkpoint is written before it; the same command "
                   "starts the run over", file=sys.stderr)
-        return close(run)
+        close(run)
+        return console().EXIT["signal"] + (run.stop or [signal.SIGTERM])[0]
     if a.warm_start_only:
         checkpoints().save_model(run, os.path.join(a.output_dir, "final"))
     elif not run.resumed:
@@ -958,12 +934,13 @@ def train(run):
             print(f"evaluation at step 0: {len(run.eval_rows)} held-out problems greedy"
                   f"{f' and {a.eval_samples} samples each' if a.eval_samples else ''}, up to {a.max_new_tokens:,} "
                   f"new tokens a response ({tokens:,} tokens at most, over {run.world} process(es))" +
-                  (f"; its progress every {a.progress_seconds:g} s gives the rate and the time left" if a.progress
+                  (f"; a line at least every {a.progress_seconds:g} s gives the rate and the time left" if a.progress
                    else ""), file=sys.stderr, flush=True)
         run.log(dict(step=0, **evaluation(run, 0)))
     quiet = run.rank != 0 or not a.progress or not total_steps
     bar = tqdm(total=total_steps, initial=step, desc=a.run_name, disable=quiet)  # rank 0's progress bar
-    while step < total_steps:
+    interrupted = False
+    while step < total_steps and not interrupted:
         m = rl_step(run, step)
         step += 1
         if a.eval_every and step % a.eval_every == 0 or step == total_steps:
@@ -975,17 +952,25 @@ def train(run):
         interrupted = stopped(run)
         if interrupted or (a.save_every and step % a.save_every == 0):
             checkpoints().save(run, step)
-        if interrupted:
-            if run.rank == 0:
-                print(f"\ninterrupted: checkpoint at step {step} in {a.output_dir}; continue with --resume",
-                      file=sys.stderr)
-            break
+        if interrupted and run.rank == 0:
+            print(f"\ninterrupted: checkpoint at step {step} in {a.output_dir}; continue with --resume",
+                  file=sys.stderr)
     bar.close()
     if step == total_steps > 0:
         checkpoints().save_model(run, os.path.join(a.output_dir, "final"))
         if a.save_every == 0 or step % a.save_every:
             checkpoints().save(run, step)
     close(run)
+    if step < total_steps:  # stopped by a signal, its checkpoint written
+        return console().EXIT["signal"] + (run.stop or [signal.SIGTERM])[0]
+    if run.rank == 0:
+        print(console().summary(a, step, time.perf_counter() - run.started), file=sys.stderr)
+    return 0
+
+
+def planned_steps(args, n_rows):
+    """The run's RL steps: --max_steps, or --epochs over n_rows training prompts (0 with --warm_start_only)."""
+    return 0 if args.warm_start_only else args.max_steps or args.epochs * (n_rows // args.prompts_per_step)
 
 
 def catch_stop(run):
@@ -1021,6 +1006,7 @@ def warn_truncation(run, m, step):
 
 def close(run):
     """The metrics file, vLLM and the process group closed, in that order (gloo + DDP can hang at exit otherwise)."""
+    run.report(None)  # no phase runs: the heartbeat stops
     run.close_log()
     if run.world > 1:
         dist.barrier()
@@ -1045,7 +1031,7 @@ def make_run(args, model, tok, source, rank=0, world=1, device=torch.device("cpu
                 else engines().DDP(world, device, bf16))
     counts = engines().param_counts(model) if sharding.accel.gpu or args.offload_features else None  # before wrap
     meta = next(model.parameters()).is_meta  # load_model(meta=True): the weights are read once, here
-    report = progress(args, rank)  # the run's progress lines: its sampler's and its phases'
+    report = console().progress(args, rank)  # the run's progress lines: its sampler's and its phases'
     done = report(f"weights: rank 0 reads {source}, the {world} processes receive them") if meta else lambda: None
     if meta and not sharding.sharded:  # DDP wraps whole tensors (and broadcasts rank 0's again)
         checkpoints().load_weights(model, source, device, rank)
@@ -1060,7 +1046,7 @@ def make_run(args, model, tok, source, rank=0, world=1, device=torch.device("cpu
                                 answer_format=rewards().prompt_settings(args.answer_format, "", (), kind)[0],
                                 reward_seconds=0.0, router_coef=router_loss_coef(model.config), param_counts=counts,
                                 source=source, hooks=[engines().dump_rollout] if args.dump_rollouts_every else [],
-                                report=report,  # the progress lines (progress)
+                                report=report, started=time.perf_counter(),  # progress lines, the wall time
                                 stop=[], warm_state="", truncated_steps=0)  # signals, the warm start, warnings
     run.optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=args.weight_decay)
     # --vllm: the sampler makes AdamW's state first, then vLLM sizes itself by what the trainer leaves
@@ -1109,7 +1095,7 @@ class SamplerArgs:  # what the sampler reads (HFSampler or vLLM): delta.py's rol
     vllm_max_batched_tokens: int = arg(8192, "tokens vLLM schedules in one forward (also sizes its profiling peak)")
     vllm_max_model_len: int = arg(0, "vLLM's maximum sequence length; 0 = max_prompt_length + max_new_tokens")
     progress: bool = arg(True, "on rank 0: the steps' bar, and inside each long phase a line with its rate and ETA")
-    progress_seconds: float = arg(30.0, "seconds between a long phase's progress lines (--progress)")
+    progress_seconds: float = arg(30.0, "the most seconds a running phase goes without a progress line (--progress)")
 
 
 @dataclass
@@ -1200,11 +1186,26 @@ class ArgumentError(ValueError):
     """Bad input, reported before any work starts."""
 
 
+class FinishedAlready(Exception):
+    """--resume of a run that has finished: said in one line, exit status 0."""
+
+
 def validate_args(a: Args, world_size: int = 1) -> None:
-    """Fail before any work, with a message that says what to change."""
+    """Fail before any work, with a message that says what to change: first the files and folders the user named
+    (they are what a user most often writes wrong), then the values, in --help's order."""
     def need(ok, msg):
         if not ok:
             raise ArgumentError(msg)
+    for name in ("model", "dataset", "eval_dataset"):
+        path = getattr(a, name)
+        if path and (path.startswith((".", "/", "~")) or os.path.splitext(path)[1] in tasks().LOCAL_EXTS):
+            need(os.path.exists(path), f"--{name} {path}: no such file or folder")
+    need(not os.path.isfile(a.output_dir), f"--output_dir {a.output_dir} is a file: give a folder (new or a run's)")
+    if a.model:  # the config only: a folder without one, a file, an unreachable hub id, a family the head cannot train
+        problem = checkpoints().source_problem(a.model)
+        need(not problem, f"--model {problem}")
+        config = transformers.AutoConfig.from_pretrained(a.model)
+        need(not model_problem(config), f"--model {a.model}: {model_problem(config)}")
     embedded = (a.task,) if a.dataset else tasks().TASKS  # a --dataset needs no --task
     for name, known in (("algo", ALGOS), ("task", embedded), ("delta_margin", ("contrast", "own")),
                         ("delta_assign", ("soft", "hard")), ("feature_dtype", ("auto", "bf16", "fp32")),
@@ -1244,16 +1245,6 @@ def validate_args(a: Args, world_size: int = 1) -> None:
     need(a.vllm or not a.vllm_offload_trainer, "--vllm_offload_trainer frees the trainer's memory for vLLM: add --vllm")
     if a.vllm:
         need(not sampling().vllm_problem(a), sampling().vllm_problem(a))  # installed, a model length that fits
-    for name in ("dataset", "eval_dataset", "model"):
-        path = getattr(a, name)
-        if path and (path.startswith((".", "/")) or os.path.splitext(path)[1] in tasks().LOCAL_EXTS):
-            need(os.path.exists(path), f"--{name} {path}: no such file or folder")
-    if a.model:  # the config only (a hub id without the hub is left to from_pretrained's own error)
-        try:
-            config = transformers.AutoConfig.from_pretrained(a.model)
-        except (OSError, ValueError):
-            config = None
-        need(config is None or not model_problem(config), f"--model {a.model}: {model_problem(config)}")
 
 
 def resolve_defaults(args, kind=None, rows=()):
@@ -1301,39 +1292,53 @@ def fit_prompts(args, tok, train_rows, eval_rows):
     return kept
 
 
-PEER_NAMES = {"--learning_rate": "--lr", "--num_generations": "--group_size", "--max_completion_length":
-              "--max_new_tokens", "--model_name_or_path": "--model", "--num_train_epochs": "--epochs",
-              "--max_prompt_len": "--max_prompt_length"}  # TRL's and verl's names of delta.py's flags
+GROUPS = {  # --help's sections: every argument in one (a test holds it)
+    "the run": "algo output_dir run_name seed resume max_steps epochs warm_start_only",
+    "the model and data": "model dataset task dataset_split prompt_key answer_key eval_dataset eval_size code_schema "
+                          "reward answer_format instruction reward_timeout",
+    "the algorithm (DelTA, Sec. 3.2; the surrogate, Eq. B; the baselines)": "K lam_min lam_max delta_margin "
+        "delta_gamma delta_assign delta_normalise clip_low clip_high clip_c overlong_buffer overlong_penalty "
+        "forking_ratio sapo_tau_pos sapo_tau_neg fipo_decay fipo_low fipo_high fipo_safety",
+    "rollouts": "prompts_per_step group_size temperature top_p top_k max_new_tokens max_prompt_length "
+                "gen_max_tokens vllm vllm_gpu_memory vllm_max_batched_tokens vllm_max_model_len is_cap",
+    "optimisation (and the tiny default's warm start)": "lr weight_decay max_grad_norm mini_batch_prompts "
+        "sft_target_acc sft_max_steps sft_lr sft_batch_size",
+    "scale": "fsdp precision max_tokens_per_micro_batch skip_zero_advantage head_chunk_tokens gradient_checkpointing "
+             "feature_dtype offload_features feature_chunk_tokens vllm_offload_trainer dist_timeout_minutes",
+    "logging": "eval_every eval_samples save_every keep_checkpoints report_to progress progress_seconds "
+               "dump_rollouts_every",
+}
+ABOUT = """DelTA and its baselines (RL from verifiable rewards), in one file. The README's three paths:
+  python delta.py                                    the tiny default, offline on a CPU
+  python delta.py recipes/smollm2-addition.yaml      a real model on a dataset (docs/real-model.md)
+  from delta import delta_coefficients, policy_loss  the loss in your trainer (README, "Copy the loss")
+RECIPE: a .yaml or .json file of these arguments (recipes/), given first; flags after it override it."""
 
 
-def parse_args(argv=None) -> Args:
-    """Command-line flags, after an optional .json / .yaml file of them (a recipe: recipes/*.yaml) that they
-    override: `delta.py recipes/qwen3-8b-deepmath.yaml --output_dir runs/x`."""
-    parser, argv = HfArgumentParser(Args), sys.argv[1:] if argv is None else list(argv)
-    if argv and argv[0].endswith((".json", ".yaml", ".yml")):
-        import yaml  # transformers' own dependency
+def parse_args(argv=None, cls=None, prog="delta.py") -> Args:
+    """Command-line flags, after an optional recipe (a .yaml or .json file of them, recipes/) that they override:
+    `delta.py recipes/qwen3-8b-deepmath.yaml --output_dir runs/x`, read by console.py; each mistake an ArgumentError
+    of one line. eval.py reads its EvalArgs here too."""
+    c, ours = console(), cls in (None, Args)
+    try:
+        return c.parse_args(sys.argv[1:] if argv is None else argv, cls or Args, prog, ABOUT if ours else None,
+                            GROUPS if ours else None, c.ENDINGS if ours else None)
+    except c.UsageError as e:
+        raise ArgumentError(str(e)) from None
 
-        with open(argv[0]) as f:
-            values = json.load(f) if argv[0].endswith(".json") else yaml.safe_load(f) or {}
-        unknown = sorted(set(values) - {f.name for f in dataclasses.fields(Args)})
-        if unknown:
-            raise ArgumentError(f"{argv[0]}: no such arguments: {', '.join(unknown)} (python delta.py --help)")
-        parser.set_defaults(**values)  # a string is parsed as on the command line, as argparse does for defaults
-        argv = argv[1:]
-    args, rest = parser.parse_args_into_dataclasses(argv, return_remaining_strings=True)
-    if rest:  # one line naming it, not HfArgumentParser's traceback
-        first = rest[0]
-        if first.endswith((".json", ".yaml", ".yml")):
-            raise ArgumentError(f"{first}: a recipe comes first, before any flag (python delta.py {first} --flag ...)")
-        names, flag = [f"--{f.name}" for f in dataclasses.fields(Args)], first.split("=")[0]
-        near = [PEER_NAMES[flag]] if flag in PEER_NAMES else difflib.get_close_matches(flag, names, n=1, cutoff=0.6)
-        raise ArgumentError(f"{first}: no such argument{f' (did you mean {near[0]}?)' if near else ''}; "
-                            "python delta.py --help lists them")
-    return args
+
+def main(argv=None):
+    """delta.py's command: the exit status (EXIT), every mistake in the input said in one line."""
+    try:
+        return train(prepare(parse_args(argv)))
+    except ArgumentError as e:
+        print(f"delta.py: error: {e}", file=sys.stderr)
+        return console().EXIT["mistake"]
+    except FinishedAlready as e:
+        if int(os.environ.get("RANK", "0")) == 0:
+            print(e, file=sys.stderr)
+        return 0
 
 
 if __name__ == "__main__":
-    try:
-        train(prepare(parse_args()))
-    except ArgumentError as e:
-        sys.exit(f"delta.py: error: {e}")
+    sys.exit(main())

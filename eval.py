@@ -27,6 +27,7 @@ import torch
 import torch.distributed as dist
 
 import checkpoints
+import console
 import delta
 import engines
 import rewards
@@ -207,9 +208,14 @@ def average(per_benchmark, n):
 # Data: the registry, local copies, prompts, and what a code response runs
 # =====================================================================================
 def read_jsonl(path):
-    """JSON lines read as they are (LiveCodeBench's test strings run to megabytes; no type inference)."""
+    """JSON lines read as they are (LiveCodeBench's test strings run to megabytes; no type inference); a line that
+    is not JSON is a DataError naming it."""
     with open(path, encoding="utf-8") as f:
-        return [json.loads(line) for line in f if line.strip()]
+        lines = [(n, line) for n, line in enumerate(f, 1) if line.strip()]
+    try:
+        return [json.loads(line) for n, line in lines]
+    except ValueError:
+        raise rewards.DataError(tasks.json_problem(path)) from None
 
 
 def read_livecodebench(source, release):
@@ -527,16 +533,22 @@ def markdown_table(model_name, results, n):
 
 
 def validate(args):
+    """Every check before any work, the files and folders the user named first (delta.py's rule)."""
     if not args.model:
         raise delta.ArgumentError("--model is required (a hub id or a local path)")
+    problem = checkpoints.source_problem(args.model)
+    if problem:
+        raise delta.ArgumentError(f"--model {problem}")
+    if args.data and not os.path.isfile(args.data):
+        raise delta.ArgumentError(f"--data {args.data}: no such file")
+    if os.path.isfile(args.output_dir):
+        raise delta.ArgumentError(f"--output_dir {args.output_dir} is a file: give a folder")
     names = PAPER if args.benchmarks == "paper" else [b for b in args.benchmarks.split(",") if b]
     unknown = [b for b in names if b not in BENCHMARKS]
     if unknown:
-        raise delta.ArgumentError(f"unknown benchmark(s) {unknown}; known: {', '.join(BENCHMARKS)}, paper")
+        raise delta.ArgumentError(f"--benchmarks: unknown {', '.join(unknown)}; known: {', '.join(BENCHMARKS)}, paper")
     if not names and not args.data:
         raise delta.ArgumentError("give --benchmarks and/or --data")
-    if args.data and not os.path.exists(args.data):
-        raise delta.ArgumentError(f"--data {args.data}: no such file")
     if args.n_samples < 1 or args.max_new_tokens < 1 or args.temperature < 0 or args.gen_max_tokens < 1:
         raise delta.ArgumentError("--n_samples, --max_new_tokens and --gen_max_tokens must be >= 1 and "
                                   "--temperature >= 0")
@@ -588,8 +600,8 @@ def main(args: EvalArgs):
     if args.data:
         local = os.path.splitext(os.path.basename(args.data))[0]
         local = f"{local}-local" if local in BENCHMARKS else local  # never overwrite a registered benchmark
-        table = read_jsonl(args.data) if args.data.endswith(".jsonl") else tasks.read_table(args.data)
         try:
+            table = read_jsonl(args.data) if args.data.endswith(".jsonl") else tasks.read_table(args.data)
             kind, rows = data_rows(table, args)
         except rewards.DataError as e:
             raise delta.ArgumentError(f"--data {args.data}: {e}") from None
@@ -616,7 +628,7 @@ def main(args: EvalArgs):
                                   "tokens (0: the longest)")
     args.max_prompt_length = args.max_prompt_length or longest  # what vLLM's model length is sized by
     sampler = sampling.make_sampler(args, model, tok, args.model, engines.DDP(world, device, bf16), rank,
-                                    report=delta.progress(args, rank))
+                                    report=console.progress(args, rank))
     model_name = args.model_name or "/".join(args.model.rstrip("/").split("/")[-2:])
     results, samples = {"model": args.model, "config": asdict(args), "instruction": instruction,
                         "answer_format": fmt, "benchmarks": {}}, []
@@ -636,6 +648,8 @@ def main(args: EvalArgs):
         with open(os.path.join(args.output_dir, "samples.jsonl"), "w") as f:
             f.writelines(json.dumps(r) + "\n" for r in samples)
         print(markdown_table(model_name, results, args.n_samples))
+        print(f"results in {os.path.join(args.output_dir, 'results.json')}, each sample in "
+              f"{os.path.join(args.output_dir, 'samples.jsonl')} (--output_dir)", file=sys.stderr)
     del model, sampler
     if world > 1:
         dist.barrier()
@@ -647,10 +661,8 @@ def parse_args(argv=None):
     """EvalArgs from the command line. A model folder written by delta.py also holds how its run sampled
     (delta_prompt.json): those settings replace eval.py's defaults (the paper's evaluation) unless given as flags,
     and the output says which came from where."""
-    from transformers import HfArgumentParser
-
     argv = sys.argv[1:] if argv is None else list(argv)
-    args = HfArgumentParser(EvalArgs).parse_args_into_dataclasses(argv)[0]
+    args = delta.parse_args(argv, EvalArgs, "eval.py")  # a mistake: one line, a misspelt flag's nearest name
     given = {a[2:].split("=")[0].replace("-", "_") for a in argv if a.startswith("--")}
     trained = trained_prompt(args.model).get("sampling", {}) if args.model and os.path.isdir(args.model) else {}
     taken = {k: v for k, v in trained.items() if k in checkpoints.SAMPLING and k not in given}
@@ -663,8 +675,15 @@ def parse_args(argv=None):
     return args
 
 
-if __name__ == "__main__":
+def command(argv=None):
+    """eval.py's command: its exit status, 0 or 2 for a mistake in the input (said in one line, before any work)."""
     try:
-        main(parse_args())
+        main(parse_args(argv))
+        return 0
     except (delta.ArgumentError, rewards.DataError) as e:  # CodeSpecError is a DataError
-        sys.exit(f"eval.py: error: {e}")
+        print(f"eval.py: error: {e}", file=sys.stderr)
+        return console.EXIT["mistake"]
+
+
+if __name__ == "__main__":
+    sys.exit(command())

@@ -9,7 +9,7 @@
     is_correction   --vllm: truncated importance sampling, for a sampler whose kernels are not the trainer's
 
 A sampler: generate(prompt_ids, temperature, n, seed, what="") -> (responses, log-probs or None), token ids in and
-out, plus tok, eos and device. `what` names the phase in the run's progress lines (delta.progress), "" for none.
+out, plus tok, eos and device. `what` names the phase in the run's progress lines (console.progress), "" for none.
 This file imports nothing of delta.py (delta.py imports it where it samples); engines.py, which imports only torch,
 holds the memory bookkeeping that VLLMSampler reads.
 """
@@ -30,7 +30,7 @@ import engines
 def make_sampler(args, model, tok, source, sharding, rank=0, optimizer=None, report=None):
     """HFSampler (HF's forward, decode()), or with --vllm a vLLM engine per rank, built from the folder `source`,
     that receives `model`'s weights before every generation when given a model (eval.py samples from `source` as
-    it is). report: the run's progress helper (delta.progress), None for no progress lines."""
+    it is). report: the run's progress helper (console.progress), None for no progress lines."""
     if not args.vllm:
         return HFSampler(args, model, tok, eos_ids(source, tok), sharding, report)
     return VLLMSampler(args, model, tok, eos_ids(source, tok), sharding, rank, source, optimizer, report)

@@ -149,6 +149,7 @@ def warm_start(run, log, trainer):
         if step % 10 == 0:
             acc = t.evaluate(run, -1 - step, a.temperature, limit=check)
         tick(1, note=f"sample accuracy {acc:.2f} of the target {a.sft_target_acc:.2f}")
+    tick(a.sft_max_steps - step)  # the steps a warm start that reached its target skipped: the phase ends
     log({"step": 0, "sft/steps": step, "sft/sample_accuracy": acc})
 
 
@@ -187,7 +188,7 @@ def load_rows(source, split, args):
         return dataset_rows(read_table(source, split=split), args.prompt_key, args.answer_key,
                             "math" if args.reward == "math" else args.code_schema)
     except DataError as e:
-        raise DataError(f"{source}: {e}") from None
+        raise DataError(f"--{'dataset' if source == args.dataset else 'eval_dataset'} {source}: {e}") from None
 
 
 class CodeSpecError(DataError):
@@ -477,14 +478,44 @@ LOCAL_EXTS = (".jsonl", ".json", ".parquet", ".csv")  # GPQA's hub files are CSV
 
 
 def read_table(path, config=None, split="train"):
-    """A local file (LOCAL_EXTS) or a hub dataset's split, as a list of dicts (delta.py's --dataset, eval.py's)."""
+    """A local file (LOCAL_EXTS) or a hub dataset's split, as a list of dicts (delta.py's --dataset, eval.py's). A
+    file or split that cannot be read is a DataError of one line (a .jsonl or .json file: its first bad line)."""
     import datasets
 
-    ext = os.path.splitext(path)[1]
-    if ext in LOCAL_EXTS:
-        builder = {".parquet": "parquet", ".csv": "csv"}.get(ext, "json")
-        return list(datasets.load_dataset(builder, data_files=path, split="train"))
-    return list(datasets.load_dataset(path, config, split=split))
+    ext, level = os.path.splitext(path)[1], datasets.logging.get_verbosity()
+    local = ext in LOCAL_EXTS
+    if local and os.path.isfile(path) and os.path.getsize(path) == 0:
+        raise DataError("the file is empty")
+    datasets.logging.set_verbosity(datasets.logging.CRITICAL)  # its own log lines and bars: the error says it all
+    datasets.disable_progress_bars()
+    try:
+        if local:
+            rows = list(datasets.load_dataset({".parquet": "parquet", ".csv": "csv"}.get(ext, "json"),
+                                              data_files=path, split="train"))
+        else:
+            rows = list(datasets.load_dataset(path, config, split=split))
+    except Exception as e:  # pyarrow's, fsspec's and the hub's errors, raised from deep inside datasets
+        why = (json_problem(path) if ext in (".jsonl", ".json") else None) or " ".join(str(e).split())[:300]
+        raise DataError(f"cannot be read{'' if local else f' from the hub (split {split})'}: {why}") from None
+    finally:
+        datasets.logging.set_verbosity(level)
+        datasets.enable_progress_bars()
+    if not rows:
+        raise DataError(f"{'the file' if local else f'split {split}'} holds no rows")
+    return rows
+
+
+def json_problem(path):
+    """The first line of a .jsonl file (or the place in a .json file) that is not JSON, said; None: all are."""
+    with open(path, encoding="utf-8", errors="replace") as f:
+        lines = f.readlines() if path.endswith(".jsonl") else [f.read()]
+    for n, line in enumerate(lines, 1):
+        try:
+            if line.strip():
+                json.loads(line)
+        except ValueError as e:
+            return f"line {n} is not JSON ({e.msg})" if path.endswith(".jsonl") else f"not JSON at line {e.lineno}: {e.msg}"
+    return None
 
 
 LAYOUT_COLUMNS = {"public_test_cases": "livecodebench", "verification_info": "primeintellect", "input_output": "apps",

@@ -15,6 +15,7 @@ import torch.multiprocessing as mp
 import transformers
 
 import checkpoints
+import console
 import delta
 import engines
 import sampling
@@ -1117,7 +1118,7 @@ def test_every_subprocess_of_a_session_sums_on_the_same_threads(monkeypatch):
     (dict(lam_min=-0.1), "lam_min"),
     (dict(K=-1), "--K"),
     (dict(max_new_tokens=-1), "--max_new_tokens"),
-    (dict(dataset="rows.jsonl"), "set --max_new_tokens"),
+    (dict(dataset="org/rows"), "set --max_new_tokens"),  # a hub id: a missing local file is said first
     (dict(max_prompt_length=-1), "--max_prompt_length"),
     (dict(overlong_buffer=64), "--overlong_buffer"),
     (dict(dataset="/no/such/file.jsonl", max_new_tokens=64), "no such file"),
@@ -1142,10 +1143,10 @@ def test_config_file_and_command_line_parse_to_the_same_args(tmp_path):
 # ------------------------------------------------------------------------------------- end to end
 def delta_py_alone(tmp_path):
     """A folder holding delta.py and the companions a run imports (rewards.py, tasks.py, sampling.py, engines.py,
-    checkpoints.py), and nothing else (no sandbox.py, eval.py or tools), as users copy them."""
+    checkpoints.py, console.py), and nothing else (no sandbox.py, eval.py or tools), as users copy them."""
     folder = tmp_path / "alone"
     folder.mkdir()
-    for name in ("delta.py", "rewards.py", "checkpoints.py", "tasks.py", "sampling.py", "engines.py"):
+    for name in ("delta.py", "rewards.py", "checkpoints.py", "tasks.py", "sampling.py", "engines.py", "console.py"):
         shutil.copy(os.path.join(ROOT, name), folder)
     return str(folder)
 
@@ -1186,7 +1187,7 @@ def test_the_modules_import_in_one_direction():
     companion imports only those below it (tasks -> rewards, sampling -> engines), never delta.py, and no module's
     imports, at its top or inside a function, form a cycle."""
     import ast
-    mine = ("delta", "sampling", "engines", "checkpoints", "tasks", "rewards", "sandbox", "eval")
+    mine = ("delta", "sampling", "engines", "checkpoints", "tasks", "rewards", "sandbox", "console", "eval")
     code = "import sys, delta; print(sorted(m for m in %r if m in sys.modules))" % (mine,)
     p = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
     assert p.returncode == 0 and p.stdout.split() == ["['delta']"], p.stdout + p.stderr[-2000:]
@@ -1197,7 +1198,7 @@ def test_the_modules_import_in_one_direction():
         names |= {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
         edges[m] = sorted(names & set(mine) - {m})
     assert edges["tasks"] == ["rewards", "sampling"] and edges["sampling"] == ["engines"], edges
-    assert edges["rewards"] == [] and edges["engines"] == [] and edges["checkpoints"] == [], edges
+    assert edges["rewards"] == edges["engines"] == edges["checkpoints"] == edges["console"] == [], edges
     assert all("delta" not in edges[m] for m in mine if m != "eval"), edges  # only eval.py, the trainer's user
 
     def cycle(m, path):
@@ -1435,7 +1436,7 @@ def test_ctrl_c_saves_a_checkpoint_and_resume_continues(tmp_path):
         time.sleep(0.2)
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=300)
-    assert proc.returncode == 0, err[-3000:]
+    assert proc.returncode == 128 + signal.SIGINT, err[-3000:]  # 130: what schedulers read as stopped by a signal
     assert "interrupted: checkpoint at step" in err
     ckpts = checkpoints.found(out)
     assert len(ckpts) == 1 and not os.path.exists(os.path.join(out, "final"))
@@ -2108,7 +2109,7 @@ def test_sigterm_in_the_warm_start_ends_cleanly_and_says_so(tmp_path):
         seen += proc.stderr.readline()
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=300)
-    assert proc.returncode == 0, (seen + err)[-3000:]
+    assert proc.returncode == 128 + signal.SIGTERM, (seen + err)[-3000:]  # 143: preempted, not finished
     assert re.search(r"warm start: 3 of 1,500 steps in \d+ s, [\d.]+ steps/s, at most .* left, sample accuracy", seen)
     assert "interrupted before RL's first step (the warm start at step " in err and "Traceback" not in err
     assert "of at most 1500, sample accuracy" in err and "starts the run over" in err
@@ -2135,15 +2136,149 @@ def test_a_second_signal_ends_the_process_at_once(name):
     assert ("KeyboardInterrupt" in p.stderr) == (name == "SIGINT"), p.stderr[-2000:]
 
 
-@pytest.mark.parametrize("argv, said", [
-    (["--learning_rate", "1e-5"], "delta.py: error: --learning_rate: no such argument (did you mean --lr?)"),
-    (["--output_dir", "x", "recipes/smollm2-addition.yaml"],
-     "delta.py: error: recipes/smollm2-addition.yaml: a recipe comes first, before any flag"),
-    (["--grup_size", "4"], "delta.py: error: --grup_size: no such argument (did you mean --group_size?)")])
-def test_a_wrong_flag_is_one_line_naming_it(argv, said):
-    p = run_delta(*argv)
-    assert p.returncode != 0 and p.stderr.strip().startswith(said), p.stderr[-2000:]
-    assert len(p.stderr.strip().splitlines()) == 1 and "Traceback" not in p.stderr
+def mistakes(tiny, d):
+    """(program, argv, the word that names the mistake): every kind of input a user gives, each wrong in one way."""
+    (d / "bad.jsonl").write_text('{"question": "1+1?", "final_answer": "2"}\n{"question": "2+2?", "final_answer": \n')
+    (d / "good.jsonl").write_text("".join(json.dumps({"question": f"{i}+1?", "final_answer": str(i + 1)}) + "\n"
+                                          for i in range(40)))
+    (d / "empty.jsonl").write_text("")
+    (d / "broken.yaml").write_text("lr: [1e-5\n")
+    (d / "list.yaml").write_text("- lr\n")
+    (d / "unknown.yaml").write_text("bogus: 3\n")
+    (d / "broken.json").write_text('{"lr": 1e-5,}')
+    (d / "nocol.csv").write_text("q,a\n1+1?,2\n")
+    (d / "bad.parquet").write_text("not parquet")
+    (d / "afile.txt").write_text("hi")
+    (d / "emptydir").mkdir()
+    data = ["--model", tiny, "--max_new_tokens", "32", "--dataset"]
+    return [
+        ("delta", [str(d / "nope.yaml")], "no such recipe file"),
+        ("delta", [str(d / "broken.yaml")], "not valid YAML"),
+        ("delta", [str(d / "broken.json")], "not valid JSON"),
+        ("delta", [str(d / "list.yaml")], "maps argument names to values"),
+        ("delta", [str(d / "unknown.yaml")], "no such arguments: bogus"),
+        ("delta", ["--seed", "1", str(d / "unknown.yaml")], "a recipe comes first"),
+        ("delta", ["--lerning_rate", "1e-5"], "did you mean --lr?"),
+        ("delta", ["--learning_rate", "1e-5"], "did you mean --lr?"),
+        ("delta", ["--num_generations", "4"], "did you mean --group_size?"),
+        ("delta", ["--grup_size", "4"], "did you mean --group_size?"),
+        ("delta", ["--lr", "abc"], "--lr abc: not a float"),
+        ("delta", ["--max_steps", "1.5"], "--max_steps 1.5: not a int"),
+        ("delta", ["--resume", "maybe"], "--resume"),
+        ("delta", ["--algo", "ppo"], "--algo 'ppo' is unknown"),
+        ("delta", ["--group_size", "1"], "--group_size 1"),
+        ("delta", ["--resume"], "--resume needs the --output_dir"),
+        ("delta", ["--dataset", str(d / "missing.jsonl")], "missing.jsonl: no such file"),  # before --max_new_tokens
+        ("delta", data + [str(d / "bad.jsonl")], "line 2 is not JSON"),
+        ("delta", data + [str(d / "empty.jsonl")], "the file is empty"),
+        ("delta", data + [str(d / "bad.parquet")], "cannot be read: Parquet"),
+        ("delta", data + [str(d / "nocol.csv")], "no field 'question'"),
+        ("delta", data + [str(d / "good.jsonl"), "--eval_dataset", str(d / "held.jsonl")],
+         "--eval_dataset " + str(d / "held.jsonl") + ": no such file"),
+        ("delta", ["--model", str(d / "emptydir")], "holds no config.json"),
+        ("delta", ["--model", str(d / "afile.txt")], "is a file"),
+        ("delta", ["--model", str(d / "nomodel")], "nomodel: no such file or folder"),
+        ("delta", ["--model", "nobody-here/no-model"], "the hub cannot be reached"),
+        ("delta", ["--output_dir", str(d / "afile.txt")], "--output_dir " + str(d / "afile.txt") + " is a file"),
+        ("eval", ["--model", str(d / "nomodel"), "--data", str(d / "good.jsonl")], "nomodel: no such"),
+        ("eval", ["--model", str(d / "nomodel")], "nomodel: no such"),  # before "give --data"
+        ("eval", ["--model", tiny, "--data", str(d / "missing.jsonl")], "missing.jsonl: no such file"),
+        ("eval", ["--model", tiny, "--data", str(d / "bad.jsonl")], "line 2 is not JSON"),
+        ("eval", ["--model", tiny, "--benchmarks", "nope"], "--benchmarks: unknown nope"),
+        ("eval", ["--model", tiny, "--n_sampels", "4"], "did you mean --n_samples?"),
+        ("eval", ["--model", tiny, "--data", str(d / "good.jsonl"), "--output_dir", str(d / "afile.txt")], "is a file"),
+    ]
+
+
+def test_every_mistake_is_one_line_naming_it_before_any_work(tiny, tmp_path, monkeypatch, capsys):
+    """Each input a user gives, wrong in one way: exit status 2, one line on stderr that names the mistake (the
+    first thing written wrong where two are), no traceback, nothing on disk made or changed. In process (the
+    command's own main), the hub offline; one case again as a process below."""
+    import huggingface_hub.constants
+
+    import eval as evaluation
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
+    monkeypatch.chdir(tmp_path)
+    cases = mistakes(tiny, tmp_path)
+    before = sorted(os.walk(tmp_path))
+    for program, argv, word in cases:
+        code = (delta.main if program == "delta" else evaluation.command)(argv)
+        out, err = capsys.readouterr()
+        lines = err.strip().splitlines()
+        assert code == 2 and len(lines) == 1 and lines[0].startswith(f"{program}.py: error: "), (argv, err, out)
+        assert word in lines[0] and "Traceback" not in err, (argv, word, lines[0])
+    assert sorted(os.walk(tmp_path)) == before  # no runs/, eval_out/ or output folder made
+
+
+def test_a_mistake_ends_the_process_with_one_line(tmp_path):
+    p = run_delta("--lerning_rate", "1e-5")
+    assert p.returncode == 2 and p.stderr.strip() == ("delta.py: error: --lerning_rate: no such argument (did you mean "
+                                                      "--lr?); python delta.py --help lists them"), p.stderr[-2000:]
+
+
+def test_the_heartbeat_speaks_while_one_unit_outlasts_the_interval(capsys):
+    """A phase whose one unit takes five intervals still gets a line every interval (a timer, not a tick); the
+    heartbeat stops once the phase has counted its total; other ranks and --progress false print nothing."""
+    import time
+    report = console.progress(Args(progress_seconds=0.2), 0)
+    tick = report("update", 2, "rows")
+    time.sleep(1.1)  # the first unit
+    tick(1, tokens=50)
+    time.sleep(0.7)  # the second
+    tick(1, tokens=50)
+    lines = capsys.readouterr().err.splitlines()
+    waiting = [x for x in lines if x.startswith("  update: 0 of 2 rows in ")]
+    assert len(waiting) >= 3, lines  # about 5; a loaded machine may delay a beat
+    assert sum(x.startswith("  update: 1 of 2 rows in ") and "tokens/s, about" in x for x in lines) >= 2, lines
+    time.sleep(0.6)  # the phase is complete: silence
+    assert capsys.readouterr().err == ""
+    done = report("model: m")  # a phase with no count: a line at its start, heartbeats, its time at the end
+    time.sleep(0.5)
+    done()
+    said = capsys.readouterr().err.splitlines()
+    assert said[0] == "model: m ..." and said[-1].startswith("model: m: done in ") and any(
+        x.startswith("  model: m: running for ") for x in said), said
+    for quiet in (console.progress(Args(progress_seconds=0.2), 1), console.progress(Args(progress_seconds=0.2,
+                                                                                     progress=False), 0)):
+        quiet("score", 2, "rows")(0)
+        time.sleep(0.5)
+    assert capsys.readouterr().err == ""
+
+
+def test_a_run_says_how_it_ended(tmp_path):
+    """Finished: a summary naming its steps, held-out accuracy first and last, its wall time and files, exit 0.
+    Resumed once finished: one line saying so, exit 0, nothing rewritten."""
+    out = str(tmp_path / "run")
+    p = run_delta("--output_dir", out, "--max_steps", "1", "--eval_every", "0", *FAST)
+    assert p.returncode == 0, p.stderr[-3000:]
+    last = p.stderr.strip().splitlines()[-1]
+    acc = [r["eval/accuracy"] for r in read_metrics(out) if "eval/accuracy" in r]
+    assert re.fullmatch(rf"finished: 1 steps in \d+ s \(this process\); held-out accuracy {100 * acc[0]:.1f} % at "
+                        rf"step 0, {100 * acc[-1]:.1f} % at step 1; the model is in {out}/final, the metrics in "
+                        rf"{out}/metrics.jsonl", last), last
+    stamp = os.path.getmtime(os.path.join(out, "final", "config.json"))
+    again = run_delta("--output_dir", out, "--max_steps", "1", "--eval_every", "0", *FAST, "--resume")
+    assert again.returncode == 0 and again.stderr.strip() == (f"{out} finished at step 1 already: the model is in "
+                                                              f"{out}/final; nothing is left to do"), again.stderr
+    assert os.path.getmtime(os.path.join(out, "final", "config.json")) == stamp
+
+
+def test_help_fits_a_screen_in_groups_with_the_readme_paths(capsys):
+    """--help: the README's three paths and the recipe first, the options in groups (every argument in one), each
+    --no_X saying what it turns off, the exit statuses last."""
+    with pytest.raises(SystemExit):
+        delta.parse_args(["--help"])
+    text = capsys.readouterr().out
+    head = text.splitlines()[:40]
+    assert head[0] == "usage: python delta.py [RECIPE] [--flag VALUE ...]" and any("RECIPE:" in x for x in head)
+    assert all(any(path in x for x in head) for path in ("python delta.py ", "recipes/smollm2-addition.yaml",
+                                                         "from delta import"))
+    assert "the run:" in head and "the model and data:" in head
+    grouped = [n for names in delta.GROUPS.values() for n in names.split()]
+    assert sorted(grouped) == sorted(f.name for f in dataclasses.fields(Args))  # each argument in one group, once
+    assert "  --no_progress" in text and "turn --progress off" in text and "(default: False)" not in text.split(
+        "--no_progress")[1].splitlines()[0]
+    assert text.strip().splitlines()[-2].startswith("exit status: 0 finished")
 
 
 def test_help_lists_every_answer_format():
@@ -2152,8 +2287,8 @@ def test_help_lists_every_answer_format():
     with contextlib.redirect_stdout(help_text), pytest.raises(SystemExit):
         delta.parse_args(["--help"])
     text = " ".join(help_text.getvalue().split())
-    start = text.index("--answer_format ANSWER_FORMAT,")  # the options' list, after the usage line
-    block = text[start:text.index("--reward_timeout", start)]
+    start = text.index("--answer_format TEXT")  # the options' list, after the usage line
+    block = text[start:text.index("--instruction", start)]
     assert all(fmt in block for fmt in rewards.ANSWER_FORMATS), block
 
 
