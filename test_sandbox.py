@@ -33,7 +33,8 @@ import rewards
 from conftest import ADD, ASSERT, CALL, ROOT, STDIN, STDIN_ADD, fence, run_script
 
 sandbox = rewards._sandbox()
-import bench_honest  # noqa: E402  (bench/, put on the path by conftest)
+import bench_classeval  # noqa: E402  (bench/, put on the path by conftest)
+import bench_honest  # noqa: E402
 
 needs_root_ns = pytest.mark.root  # conftest.py: skipped, with the reason, without root and user namespaces
 
@@ -1867,3 +1868,36 @@ def test_a_mixed_batch_grades_every_item_and_leaves_nothing():
     assert before is None or host_state() == before
     time.sleep(0.2)
     assert leftover_sandbox_processes() == []
+
+
+# ------------------------------------------------------------------------------------- ClassEval (class-level programs)
+CLASSEVAL = bench_classeval.read_tasks(os.path.join(os.path.dirname(os.path.abspath(__file__)), "cases",
+                                                    "classeval_sample.json"))
+MADE_UP = {2: "a builtin class (int) crossing back is not the builtin",
+           4: "a program object's dict changed in place by the tests changes a copy",
+           14: "sqlite on a file: locks refused", 16: "the tests' list changed in place by the program",
+           21: "a name both bind (datetime) is the tests' inside the program's call",
+           23: "the tests' list changed in place by the program", 25: "the tests' dict changed in place by the program",
+           28: "sqlite on a file: locks refused", 60: "sqlite on a file: locks refused",
+           67: "a program object's list changed in place by the tests changes a copy",
+           83: "sqlite on a file: locks refused", 92: "sqlite on a file: locks refused",
+           98: "a file the tests wrote, read by the program"}  # assert mode's answers made up today (docs/security.md)
+
+
+@pytest.mark.parametrize("index", [pytest.param(i, marks=pytest.mark.xfail(strict=True, reason=MADE_UP[i]))
+                                   if i in MADE_UP else i for i in sorted(CLASSEVAL)])
+def test_classeval_canonical_solutions_pass_as_in_classevals_own_run(index):
+    """Each sampled task's canonical solution passes ClassEval's own way (one module, a throwaway folder) and
+    scores 1 here. The tasks assert mode fails today are strict xfails: a fix turns each into a failure to delete."""
+    task = CLASSEVAL[index]
+    tests = bench_classeval.tests_of(task)
+    assert bench_classeval.reference(task["solution_code"], tests, 60) == 1.0
+    assert bench_classeval.sandboxed(task["solution_code"], tests, 60) == 1.0
+
+
+def test_classeval_broken_solutions_score_zero():
+    """Every sampled task with each method but __init__ returning None: 0 in ClassEval's own run and here."""
+    for index, task in sorted(CLASSEVAL.items()):
+        wrong, tests = bench_classeval.broken(task["solution_code"]), bench_classeval.tests_of(task)
+        verdicts = bench_classeval.reference(wrong, tests, 60), bench_classeval.sandboxed(wrong, tests, 60)
+        assert verdicts == (0, 0), index

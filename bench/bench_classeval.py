@@ -70,6 +70,12 @@ def sandboxed(solution, tests, timeout):
     return rewards.code_reward(f"```python\n{solution}\n```", {"assert": tests}, timeout=timeout)
 
 
+def read_tasks(path):
+    """{index: task} of ClassEval's data file (a list), or of the committed sample ({"indices", "tasks", ...})."""
+    data = json.load(open(path))
+    return dict(zip(data["indices"], data["tasks"])) if isinstance(data, dict) else dict(enumerate(data))
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--data", required=True, help="ClassEval_data.json, or cases/classeval_sample.json")
@@ -77,8 +83,8 @@ def main(argv=None):
     p.add_argument("--timeout", type=float, default=60.0, help="seconds per task and variant, either harness")
     p.add_argument("--out", default="", help="a .jsonl file: a line per task and variant, as it goes")
     a = p.parse_args(argv)
-    tasks = json.load(open(a.data))
-    chosen = [int(i) for i in a.tasks.split(",") if i] or range(len(tasks))
+    tasks = read_tasks(a.data)
+    chosen = [int(i) for i in a.tasks.split(",") if i] or sorted(tasks)
     counts = {v: {"reference": 0, "sandbox": 0, "both": 0} for v in ("canonical", "broken")}
     disagree, out = [], open(a.out, "a") if a.out else None
     print(f"sandbox mode: {rewards._sandbox().mode()}", file=sys.stderr)
