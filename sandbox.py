@@ -87,8 +87,14 @@ PROC_OPTIONS = "hidepid=invisible,subset=pid"
 # as no waiter sleeps); the futex2 calls, which glibc does not use, are ENOSYS.
 SHARED_FUTEX_WAITS = (0, 6, 8, 9, 11, 13)  # FUTEX_WAIT, LOCK_PI, TRYLOCK_PI, WAIT_BITSET, WAIT_REQUEUE_PI, LOCK_PI2
 FUTEX2 = ("futex_waitv", "futex_wake", "futex_wait", "futex_requeue")
-FCNTL_DENY = ("F_GETLK", "F_SETLK", "F_SETLKW", "F_OFD_GETLK", "F_OFD_SETLK", "F_OFD_SETLKW", "F_SETLEASE",
-              "F_GETLEASE", "F_NOTIFY")  # locks, leases and directory notes on files items share: EPERM
+FCNTL_DENY = ("F_GETLK", "F_OFD_GETLK", "F_SETLEASE", "F_GETLEASE", "F_NOTIFY")  # EPERM: what sees another's lock
+# A lock another item could see: a write lock, or a lock seen through F_GETLK. A POSIX write lock needs the file open
+# for writing, and every file an item can write is its own where it has its own /dev nodes (mknod: root-ns mode):
+# there its read locks on the shared read-only files meet only read locks, which never conflict, and F_GETLK stays
+# refused, so setting locks is allowed (sqlite on a file in /work). Elsewhere (/dev bound from the host) it is not.
+# flock(2) takes an exclusive lock on a file open for reading: refused everywhere.
+FCNTL_SET_LOCKS = ("F_SETLK", "F_SETLKW", "F_OFD_SETLK", "F_OFD_SETLKW")
+DEVICES = {"null": (1, 3), "zero": (1, 5), "random": (1, 8), "urandom": (1, 9)}  # /dev's nodes: (major, minor)
 SOCKET_FAMILIES = ("AF_UNIX", "AF_INET", "AF_INET6")  # socket()/socketpair() with any other: EAFNOSUPPORT
 CLONE_NEW = 0x7E020000  # clone() with any CLONE_NEW* flag: EPERM (clone3: ENOSYS, glibc falls back to clone)
 
@@ -297,12 +303,13 @@ def loads(data):
         raise ValueError(str(e)) from None
 
 
-def seccomp_program():
+def seccomp_program(own_devices=False):
     """The seccomp filter of the policy as BPF, made by libseccomp (`libseccomp.so.2`, through ctypes: the calls by
     name on every architecture; apt depends on it), once, here: SECCOMP_DENY -> EPERM; clone3 and FUTEX2 -> ENOSYS;
     clone with a CLONE_NEW flag -> EPERM; a socket family outside SOCKET_FAMILIES -> EAFNOSUPPORT; FCNTL_DENY
-    commands -> EPERM; a shared futex (no private flag, 128): a wait of SHARED_FUTEX_WAITS -> EAGAIN, any other
-    command -> 0. Returns {"bpf": the program as hex, "nr": the numbers of the calls the driver makes itself}."""
+    commands, and FCNTL_SET_LOCKS unless the items have their own /dev nodes, -> EPERM; a shared futex (no private
+    flag, 128): a wait of SHARED_FUTEX_WAITS -> EAGAIN, any other command -> 0. Returns {"bpf": the program as hex,
+    "nr": the numbers of the calls the driver makes itself}."""
     import ctypes
     import fcntl
 
@@ -335,7 +342,7 @@ def seccomp_program():
         for f in set(range(max(families))) - set(families):
             rule(errno_(97), call, (0, 7, 0xFFFFFFFF, f))
         rule(errno_(97), call, (0, 5, max(families) + 1, 0))
-    for command in FCNTL_DENY:
+    for command in FCNTL_DENY + (() if own_devices else FCNTL_SET_LOCKS):
         rule(errno_(1), "fcntl", (1, 7, 0xFFFFFFFF, getattr(fcntl, command)))
     for op in range(14):  # the op's low byte: the private flag clear, the command `op`
         rule(errno_(11 if op in SHARED_FUTEX_WAITS else 0), "futex", (1, 7, 0xFF, op))
@@ -441,7 +448,7 @@ def run(program, request, timeout, secret=None, sink=None, preload=()):
     Returns the driver's final report (a dict), or None when the item overran, was ended by its sink or ended
     before reporting; raises SandboxError when confinement failed before the program ran."""
     how = mode()
-    _SECCOMP[:] = _SECCOMP or [seccomp_program()]
+    _SECCOMP[:] = _SECCOMP or [seccomp_program(own_devices=how == "root-ns")]
     fresh = lambda: 0x70000000 + int.from_bytes(os.urandom(3), "big")  # uids no system convention uses
     uid = fresh() if os.geteuid() == 0 and how != "user-ns" else 0  # one per item: its program and its tests
     work = tempfile.mkdtemp(prefix=f"rlvr-code-{os.getpid()}-")  # with namespaces: the root's mount point
@@ -460,7 +467,7 @@ def run(program, request, timeout, secret=None, sink=None, preload=()):
         public = dict(request, program=program, namespaces=how != "none", root=work, uid=uid, limits=limits,
                       binds=binds(), disk=LIMITS["disk"], files=LIMITS["files"], output=LIMITS["output"],
                       message=LIMITS["message"], site=[os.path.realpath(p) for p in site.getsitepackages()],
-                      seccomp=_SECCOMP[0], proc=PROC_OPTIONS, packages=SITE_PACKAGES)
+                      seccomp=_SECCOMP[0], proc=PROC_OPTIONS, packages=SITE_PACKAGES, devices=DEVICES)
         zygote = _zygote(preload)
         req_r, req_w = os.pipe()
         rep_r, rep_w = os.pipe()
@@ -634,9 +641,13 @@ def build_root(req):
         mount(None, dst, REMOUNT | RDONLY | NOSUID | NODEV)
     os.makedirs(root + "/dev")
     mount("tmpfs", root + "/dev", NOSUID | NOEXEC, "tmpfs", "size=64k,mode=755")
-    for name in ("null", "zero", "random", "urandom"):
-        open(f"{root}/dev/{name}", "w").close()
-        mount(f"/dev/{name}", f"{root}/dev/{name}", BIND)
+    for name, (major, minor) in req["devices"].items():  # root-ns: the item's own nodes (FCNTL_SET_LOCKS), else binds
+        if req["uid"]:
+            os.mknod(f"{root}/dev/{name}", 0o20666, os.makedev(major, minor))  # S_IFCHR, rw for all
+            os.chmod(f"{root}/dev/{name}", 0o666)  # as the host's, whatever the umask
+        else:
+            open(f"{root}/dev/{name}", "w").close()
+            mount(f"/dev/{name}", f"{root}/dev/{name}", BIND)
     for name, target in (("shm", "/work"), ("fd", "/proc/self/fd"), ("stdin", "/proc/self/fd/0"),
                          ("stdout", "/proc/self/fd/1"), ("stderr", "/proc/self/fd/2")):
         os.symlink(target, f"{root}/dev/{name}")

@@ -1290,11 +1290,14 @@ print(json.dumps(out))"""
 
 @needs_root_ns
 def test_items_share_no_inode_they_can_lock_or_watch():
-    """Items see the same read-only Python files: a lock, a lease, a directory note, an inotify or fanotify
-    watch on them would let one item signal another. All are refused (EPERM) by seccomp, so two items
-    graded at once cannot signal through them. The control: unconfined, the same calls succeed."""
+    """Items see the same read-only Python files: an exclusive flock, a lock seen through F_GETLK, a lease, a
+    directory note, an inotify or fanotify watch on them would let one item signal another. All are refused (EPERM)
+    by seccomp. A POSIX read lock is made (sqlite's), and meets only read locks there: the next test shows that no
+    item sees it. The control: unconfined, the same calls succeed."""
     inside = json.loads(sandboxed(LOCKS)[0]["out"])
-    assert set(inside.values()) == {1}, inside  # EPERM
+    made = {"posix lock", "ofd lock"}
+    assert {k for k, v in inside.items() if v == "made"} == made, inside
+    assert {v for k, v in inside.items() if k not in made} == {1}, inside  # EPERM
     host = json.loads(subprocess.run([sys.executable, "-c", LOCKS], capture_output=True, text=True).stdout)
     assert all(host[k] == "made" for k in ("flock", "posix lock", "get lock", "inotify")), host
 
@@ -1405,6 +1408,63 @@ while time.time() < end and not got:
         pass
     time.sleep(0.05)
 print(got or 'alone')"""
+
+
+HOLD_LOCKS = """import fcntl, os, struct, time
+held, lock = [], lambda kind: struct.pack('hhqqi', kind, 0, 0, 0, 0)
+shared, null = os.open(os.__file__, os.O_RDONLY), os.open('/dev/null', os.O_WRONLY)
+for fd, command, kind in ((shared, fcntl.F_SETLK, fcntl.F_RDLCK), (shared, 37, fcntl.F_RDLCK),  # 37: F_OFD_SETLK
+                          (null, fcntl.F_SETLK, fcntl.F_WRLCK)):
+    try:
+        fcntl.fcntl(fd, command, lock(kind))
+        held.append(command)
+    except OSError:
+        pass
+time.sleep(2.5)
+print(len(held))"""
+SEE_LOCKS = """import fcntl, os, struct, time
+seen, end, lock = set(), time.time() + 2.5, lambda kind: struct.pack('hhqqi', kind, 0, 0, 0, 0)
+while time.time() < end:
+    for path in (os.__file__, '/dev/null'):
+        try:  # a write lock where the file can be written (on the host, as root, both), else a read lock
+            fd, kind = os.open(path, os.O_RDWR), fcntl.F_WRLCK
+        except OSError:
+            fd, kind = os.open(path, os.O_RDONLY), fcntl.F_RDLCK
+        for command in (fcntl.F_SETLK, 37):  # conflicting with another's lock: EAGAIN
+            try:
+                fcntl.fcntl(fd, command, lock(kind))
+                fcntl.fcntl(fd, command, lock(fcntl.F_UNLCK))
+            except BlockingIOError:
+                seen.add(path)
+            except OSError:
+                pass
+        try:  # another's read lock, seen as a conflict with a write lock
+            if struct.unpack('hhqqi', fcntl.fcntl(fd, fcntl.F_GETLK, lock(fcntl.F_WRLCK)))[0] != fcntl.F_UNLCK:
+                seen.add(path + ' (F_GETLK)')
+        except OSError:
+            pass
+        os.close(fd)
+    time.sleep(0.05)
+print(sorted(seen) or 'alone')"""
+
+
+@needs_root_ns
+def test_items_graded_at_once_meet_through_no_lock():
+    """Two items at once: one holds a POSIX and an OFD read lock on a shared read-only file and a write lock on
+    /dev/null; the other looks for them by conflicting locks and F_GETLK. It sees none: each item's /dev nodes are its
+    own, a shared file takes read locks only (they never conflict), F_GETLK is refused. The control: the same two
+    programs unconfined see the /dev/null lock."""
+    stats = {}
+    spec = {"inputs": [""], "outputs": ["alone"]}
+    holder, seer = fence(HOLD_LOCKS), fence(SEE_LOCKS)
+    got = rewards.score_batch([holder, seer], [{"inputs": [""], "outputs": ["3"]}, spec], "code", timeout=10,
+                              stats=stats, workers=2)
+    assert got == [1.0, 1.0] and stats["errors"] == 0, got  # three locks held, none seen
+    held = subprocess.Popen([sys.executable, "-c", HOLD_LOCKS], stdout=subprocess.PIPE, text=True)
+    time.sleep(0.5)
+    seen = subprocess.run([sys.executable, "-c", SEE_LOCKS], capture_output=True, text=True)
+    held.wait()
+    assert "/dev/null" in seen.stdout, seen.stdout + seen.stderr
 
 
 @needs_root_ns
@@ -1875,13 +1935,11 @@ CLASSEVAL = bench_classeval.read_tasks(os.path.join(os.path.dirname(os.path.absp
                                                     "classeval_sample.json"))
 MADE_UP = {2: "a builtin class (int) crossing back is not the builtin",
            4: "a program object's dict changed in place by the tests changes a copy",
-           14: "sqlite on a file: locks refused", 16: "the tests' list changed in place by the program",
-           21: "a name both bind (datetime) is the tests' inside the program's call",
+           16: "the tests' list changed in place by the program", 21: "a name both bind (datetime) is the tests'",
            23: "the tests' list changed in place by the program", 25: "the tests' dict changed in place by the program",
-           28: "sqlite on a file: locks refused", 60: "sqlite on a file: locks refused",
+           28: "imports pandas, which the sandbox does not offer (sandbox.SITE_PACKAGES)",
            67: "a program object's list changed in place by the tests changes a copy",
-           83: "sqlite on a file: locks refused", 92: "sqlite on a file: locks refused",
-           98: "a file the tests wrote, read by the program"}  # assert mode's answers made up today (docs/security.md)
+           98: "a file the tests wrote, read by the program"}  # assert mode's differences today (docs/security.md)
 
 
 @pytest.mark.parametrize("index", [pytest.param(i, marks=pytest.mark.xfail(strict=True, reason=MADE_UP[i]))
