@@ -11,9 +11,10 @@ process group passed as `group`. Then the trainer: rl_step (one rollout batch, r
 and its helpers in call order, ALGOS (each algorithm as data), the step's mechanics, the engine seam (the samplers
 in sampling.py, DDP and FSDP2 in engines.py), the main loop (prepare a run, train it), and the arguments.
 Companions, imported where first needed: rewards.py (verifiers), tasks.py (the embedded tasks and every dataset
-reader), sampling.py (rollouts), checkpoints.py (a run's files), engines.py (FSDP2, GPU memory).
+reader), sampling.py (rollouts), engines.py (DDP, FSDP2, GPU memory), checkpoints.py (a run's files), console.py
+(the command line, progress lines, how a run ended).
 
-    python delta.py                                   # offline tiny default on the CPU, a few minutes
+    python delta.py                                   # offline tiny default on the CPU, 5 to 10 minutes
     torchrun --nproc_per_node 2 delta.py              # the same on 2 processes under DDP (gloo on CPU)
     torchrun --nproc_per_node 2 delta.py --fsdp       # parameters, gradients and AdamW state sharded (FSDP2)
     python delta.py --algo dapo                       # baselines: dapo grpo drgrpo forking sapo fipo
@@ -704,7 +705,7 @@ def weight_stats(run, lam, mask):
 #   plus tok, eos and device; sampling.HFSampler, or sampling.VLLMSampler for --vllm (sampling.py).
 # sharding: wrap, no_sync, gathered, zero_grad, model_state, optim_state and `group` (None in one process), which
 #   the trainer passes to the copyable functions; engines.DDP, or engines.FSDP2 for --fsdp (checkpoints.py: either's).
-# The device seam: engines.Accelerator. Then the processes (torchrun's variables) and the run's progress lines.
+# The device seam: engines.Accelerator. Then the processes, from torchrun's variables.
 def rewards():
     """rewards.py, imported where a reward is computed: delta.py alone holds the copyable API."""
     import rewards
@@ -718,7 +719,7 @@ def engines():
 
 
 def sampling():
-    """sampling.py, imported where a run samples: the HF decoder on the KV cache, vLLM's sampler, stop tokens."""
+    """sampling.py, imported where a run samples: the HF decoder, vLLM's sampler, stop tokens, the rollout layout."""
     import sampling
     return sampling
 

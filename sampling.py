@@ -1,4 +1,4 @@
-"""Rollouts: the samplers behind delta.py's seam, and the tokens that end a response.
+"""Rollouts: the samplers behind delta.py's seam, the rollout layout, and the tokens that end a response.
 
     make_sampler    HFSampler, or VLLMSampler with --vllm
     encode_prompt, rollout_batch, decode_responses   a prompt's ids; the rollout layout; the responses' text

