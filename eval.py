@@ -573,7 +573,7 @@ def validate(args):
     if args.lcb_extract not in ("lcb", "block") or args.gpqa_extract not in ("tiers", "simple-evals"):
         raise delta.ArgumentError("--lcb_extract is lcb or block, --gpqa_extract tiers or simple-evals")
     if args.vllm:
-        problem = delta.engines().vllm_problem(args)  # vLLM installed, a model length that fits
+        problem = sampling.vllm_problem(args)  # vLLM installed, a model length that fits
         if problem:
             raise delta.ArgumentError(problem)
     return names, local_copies(args.benchmark_dir, names)
