@@ -211,9 +211,9 @@ def read_jsonl(path):
     """JSON lines read as they are (LiveCodeBench's test strings run to megabytes; no type inference); a line that
     is not JSON is a DataError naming it."""
     with open(path, encoding="utf-8") as f:
-        lines = [(n, line) for n, line in enumerate(f, 1) if line.strip()]
+        lines = [line for line in f if line.strip()]
     try:
-        return [json.loads(line) for n, line in lines]
+        return [json.loads(line) for line in lines]
     except ValueError:
         raise rewards.DataError(tasks.json_problem(path)) from None
 
@@ -539,7 +539,7 @@ def validate(args):
     problem = checkpoints.source_problem(args.model)
     if problem:
         raise delta.ArgumentError(f"--model {problem}")
-    if args.data and not os.path.isfile(args.data):
+    if args.data and not os.path.exists(args.data):
         raise delta.ArgumentError(f"--data {args.data}: no such file")
     if os.path.isfile(args.output_dir):
         raise delta.ArgumentError(f"--output_dir {args.output_dir} is a file: give a folder")
