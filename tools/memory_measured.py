@@ -12,6 +12,7 @@ rank 0 is printed next to tools/memory.py's figure for the same arguments, shape
 """
 import argparse
 import contextlib
+import gc
 import os
 import sys
 import tempfile
@@ -194,6 +195,7 @@ def worker(rank, world, tmp, path, args, out):
         if rank == 0:
             torch.save((peaks, shape), out)
     finally:
+        gc.collect()  # the run's model and optimizer freed first: gloo can abort at exit otherwise
         dist.destroy_process_group()
 
 
