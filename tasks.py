@@ -514,7 +514,8 @@ def json_problem(path):
             if line.strip():
                 json.loads(line)
         except ValueError as e:
-            return f"line {n} is not JSON ({e.msg})" if path.endswith(".jsonl") else f"not JSON at line {e.lineno}: {e.msg}"
+            jsonl = path.endswith(".jsonl")
+            return f"line {n} is not JSON ({e.msg})" if jsonl else f"not JSON at line {e.lineno}: {e.msg}"
     return None
 
 

@@ -513,7 +513,8 @@ def test_the_sampler_forwards_each_prompt_once_and_samples_as_before(tiny, monke
     budget = 3 * n * (max(map(len, prompt_ids)) + new)  # 3 groups a call
     embedded, calls, decode = [], [], sampling.decode
     hook = model.get_input_embeddings().register_forward_hook(lambda m, i, o: embedded.append(i[0].numel()))
-    monkeypatch.setattr(sampling, "decode", lambda model, x, *a, **k: calls.append(x.shape) or decode(model, x, *a, **k))
+    monkeypatch.setattr(sampling, "decode",
+                        lambda model, x, *a, **k: calls.append(x.shape) or decode(model, x, *a, **k))
     args = Args(max_new_tokens=new, gen_max_tokens=budget, top_p=1.0, top_k=0)
     sampler = sampling.HFSampler(args, model, tok, [tok.eos_token_id], engines.DDP(1, torch.device("cpu")))
     greedy = sampler.generate(prompt_ids, 0.0, n)[0]

@@ -93,7 +93,8 @@ def real_rates(path, repeats=3):
     for label, n_prompts, group, new, temperature in (("8 x 8, T 0.6, <= 32 tokens", 8, 8, 32, 0.6),
                                                       ("8 x 8, T 1.0, <= 256 tokens", 8, 8, 256, 1.0)):
         args = delta.Args(max_new_tokens=new, max_prompt_length=64, temperature=temperature, seed=0)
-        hf, vl = sampling.HFSampler(args, model, tok, eos, sharding), VLLMSampler(args, None, tok, eos, sharding, 0, path)
+        hf = sampling.HFSampler(args, model, tok, eos, sharding)
+        vl = VLLMSampler(args, None, tok, eos, sharding, 0, path)
         rates, lengths = {}, {}
         for name, sampler in (("hf", hf), ("vllm", vl)):
             delta.sample(sampler, prompts[:n_prompts], temperature, group, seed=1)  # warm-up

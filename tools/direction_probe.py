@@ -1,5 +1,6 @@
 """What one held-out part of tools/direction.py's E costs: its responses drawn, then the gradient of some of them,
-with the time and the peak resident memory of each (docs/direction.md, "A task with long reasoning, probed before any run").
+with the time and the peak resident memory of each (docs/direction.md, "A task with long reasoning, probed before
+any run").
 
     python tools/direction_probe.py --prompts 18 --graded 8 -- --model /tmp/delta-smollm2 \\
         --dataset runs/one-step-story.jsonl --max_new_tokens 160 --temperature 0.2 [--precision bf16] \\

@@ -70,7 +70,8 @@ def probe(model, problems=64, seed=2):
             cells = []
             for temperature, n in ((0.0, 1), (0.6, 8), (1.0, 8)):
                 args = delta.Args(max_new_tokens=48)
-                sampler = sampling.HFSampler(args, net, tok, sampling.eos_ids(model, tok), engines.DDP(1, torch.device("cpu")))
+                sampler = sampling.HFSampler(args, net, tok, sampling.eos_ids(model, tok),
+                                             engines.DDP(1, torch.device("cpu")))
                 torch.manual_seed(0)
                 texts = sampling.decode_responses(tok, delta.sample(sampler, prompts, temperature, n))
                 right = rewards.score_batch(texts, [g for g in golds for _ in range(n)], answer_format=fmt)
