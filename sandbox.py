@@ -1364,10 +1364,10 @@ def in_place(target, new):
 
 
 def hand_over(values, depth=0):
-    """The tests' side: a path the tests name in a call of the program (or an attribute they set) is handed over
-    for writing, as one process shares it: their file or folder there (a folder's files too) is made writable by
-    the program's uid, the folder of a path not there yet too, and their folders on the way passable. Anything else
-    the tests made stays theirs: the program reads it, and cannot change it."""
+    """The tests' side: a path the tests name in a call of the program (or an attribute they set) is handed over,
+    as one process shares it: their file or folder there (a folder's files too), or the folder of a path not there
+    yet, gets for the program's uid what their owner has (a read-only file stays read-only), and their folders on
+    the way are passable. Anything else the tests made stays theirs: the program reads it, and cannot change it."""
     for v in values:
         if isinstance(v, (list, tuple)) and depth < 2:
             hand_over(v, depth + 1)
@@ -1383,12 +1383,12 @@ def hand_over(values, depth=0):
         ways = [os.path.dirname(path)]
         while ways[-1] != os.path.dirname(ways[-1]):
             ways.append(os.path.dirname(ways[-1]))
-        for p, writable in [(p, True) for p in found[:1000]] + [(p, False) for p in ways]:
+        for p, whole in [(p, True) for p in found[:1000]] + [(p, False) for p in ways]:
             with contextlib.suppress(OSError):
                 st = os.lstat(p)
-                folder = stat.S_ISDIR(st.st_mode)
-                if st.st_uid == os.geteuid() and (folder or stat.S_ISREG(st.st_mode)):
-                    os.chmod(p, st.st_mode | (0o666 * writable) | (0o011 + 0o066 * writable) * folder)
+                own = st.st_mode & (0o700 if whole else 0o100)  # what the tests may do there, the program may
+                if st.st_uid == os.geteuid() and (stat.S_ISDIR(st.st_mode) or stat.S_ISREG(st.st_mode)):
+                    os.chmod(p, st.st_mode | own >> 3 | own >> 6)
 
 
 def ending(op, name):
