@@ -2037,7 +2037,7 @@ class RemoteClass(type):
         return STOOD_BY[cls].request(op, cls, *args, **kw)
 
     def __getattr__(cls, name):
-        if name[:2] == "__" and name[-2:] == "__":  # (what Python's machinery looks up on a class: not the program's)
+        if name[:2] == "__" and name[-2:] == "__" and name != "__members__":  # (Python's machinery looks these up)
             raise AttributeError(name)
         return cls._ask("getattr", name)
 

@@ -390,7 +390,7 @@ def test_values_cross_by_one_table_and_requests_outside_the_rule_break_the_chann
     ask = lambda op, *args: {"op": op, "a": {"list": list(args)}, "kw": {"dict": []}}
     for request in (ask("call", {"builtin": "exec"}, "x = 1"),  # a name: nothing is looked up
                     ask("call", {"yours": lent + 1}),  # a handle the tests never lent
-                    ask("state", {"yours": lent}),  # the program's side's operation
+                    ask("state", {"yours": lent}),  # no operation of the rule
                     ask("getattr", {"yours": lent}, "__globals__"),  # no file attribute: never looked up
                     ask("op", {"yours": lent}, "str"),  # an operation the tests' side does not answer
                     dict(ask("call", {"yours": lent}, {"rec": 0}), r=[["Node", {}]]),  # no class of the tests
