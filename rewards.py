@@ -21,12 +21,12 @@ The parts they are made of, public too:
     lcb_stdout_matches(got, expected) -> bool     LiveCodeBench's rule (a spec's "compare": "lcb")
     returned(data)                                a call's value as the sandbox sends it (JSON, or a Fraction, ...)
     MATH_TIMEOUT, CODE_TIMEOUT, FLOAT_TOLERANCE, HARNESS_IMPORTS, STARTUP_TIMEOUT   the conventions
-    SandboxError                                  sandbox.py's: the sandbox failed, not the program
+    SandboxError                                  the sandbox's: the sandbox failed, not the program
     DataError                                     a row that cannot be read or graded (tasks.py reads datasets)
 
 Math: the project's exact rules, then math-verify's verdict minus named vetoes, in docs/verifier.md's order.
 Model text is never executed: LaTeX goes through math-verify's parser and the project's own readers, never
-sympify. Code: run in sandbox.py (beside this file, imported only for code items; docs/security.md lists
+sympify. Code: run in the sandbox/ package (beside this file, imported only for code items; docs/security.md lists
 what it guarantees and the test behind each line); the expected outputs stay here, in the parent.
 """
 import atexit
@@ -54,7 +54,7 @@ from fractions import Fraction
 __all__ = ["math_reward", "code_reward", "run_tests", "score_batch", "extract_answer", "final_answers", "extract_code",
            "stdout_matches", "value_matches", "returned", "lcb_stdout_matches", "MATH_TIMEOUT", "CODE_TIMEOUT",
            "FLOAT_TOLERANCE", "HARNESS_IMPORTS", "STARTUP_TIMEOUT", "DataError", "asked_format", "prompt_settings",
-           "ANSWER_FORMATS"]  # and SandboxError, which loads sandbox.py (a copy of rewards.py without it grades math)
+           "ANSWER_FORMATS"]  # and SandboxError, which loads sandbox/ (a copy of rewards.py without it grades math)
 MATH_TIMEOUT = 5.0  # seconds of wall clock per math item, parsing and sympy included
 CODE_TIMEOUT = 10.0  # seconds per code item, all its tests together
 
@@ -120,7 +120,7 @@ def score_batch(responses, golds, kind="math", timeout=None, workers=None, stats
         raise ValueError(f"{len(responses)} responses but {len(golds)} golds")
     if kind == "code":
         golds = [_check_spec(g) for g in golds]
-        _sandbox()  # here, not in every worker: a copy without sandbox.py says so at once
+        _sandbox()  # here, not in every worker: a copy without sandbox/ says so at once
     limits = list(timeout) if isinstance(timeout, (list, tuple)) else [timeout] * len(responses)
     if len(limits) != len(responses):
         raise ValueError(f"{len(responses)} responses but {len(limits)} timeouts")
@@ -927,7 +927,7 @@ def _grade(code, spec, timeout):
     the nonce it alone was given."""
     sandbox = _sandbox()
     program = _program(spec.get("setup", ""), code)
-    if "assert" in spec:  # the setup goes to the tests' side too, which runs its own copy of it (sandbox.py)
+    if "assert" in spec:  # the setup goes to the tests' side too, which runs its own copy of it (sandbox/)
         nonce = os.urandom(16).hex()
         report = sandbox.run(program, {"mode": "assert", "entry_point": spec.get("entry_point")}, timeout,
                              secret={"assert": spec["assert"], "nonce": nonce, "setup": spec.get("setup", "")},
@@ -1038,28 +1038,30 @@ _SANDBOX = None
 
 
 def _sandbox():
-    """sandbox.py, beside this file, loaded on the first code item (math never needs it)."""
+    """The sandbox/ package, beside this file, loaded on the first code item (math never needs it)."""
     global _SANDBOX
     if _SANDBOX is None:
         import importlib.util
 
-        path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "sandbox.py")
+        folder = os.path.join(os.path.dirname(os.path.abspath(__file__)), "sandbox")
+        path = os.path.join(folder, "__init__.py")
         if not os.path.exists(path):
-            raise ModuleNotFoundError(f"rewards.py grades code in sandbox.py, which must sit beside it: {path} is "
-                                      "missing (copy sandbox.py there; math needs only rewards.py)", name="sandbox")
+            raise ModuleNotFoundError(f"rewards.py grades code in the sandbox/ folder, which must sit beside it: {path}"
+                                      " is missing (copy the sandbox folder there; math needs only rewards.py)",
+                                      name="sandbox")
         known = sys.modules.get("sandbox")
         if known is not None and os.path.realpath(getattr(known, "__file__", "") or "") == os.path.realpath(path):
             _SANDBOX = known  # `import sandbox` and rewards share one module (tests patch it)
         else:
-            spec = importlib.util.spec_from_file_location("sandbox", path)
+            spec = importlib.util.spec_from_file_location("sandbox", path, submodule_search_locations=[folder])
             _SANDBOX = importlib.util.module_from_spec(spec)
+            sys.modules["sandbox"] = _SANDBOX  # (its files import each other through it)
             spec.loader.exec_module(_SANDBOX)
-            sys.modules.setdefault("sandbox", _SANDBOX)
     return _SANDBOX
 
 
 def __getattr__(name):
-    if name == "SandboxError":  # sandbox.py's, so that `except rewards.SandboxError` catches what it raises
+    if name == "SandboxError":  # the sandbox's, so that `except rewards.SandboxError` catches what it raises
         return _sandbox().SandboxError
     raise AttributeError(f"module 'rewards' has no attribute {name!r}")
 

@@ -1144,7 +1144,7 @@ def test_config_file_and_command_line_parse_to_the_same_args(tmp_path):
 # ------------------------------------------------------------------------------------- end to end
 def delta_py_alone(tmp_path):
     """A folder holding delta.py and the companions a run imports (rewards.py, tasks.py, sampling.py, engines.py,
-    checkpoints.py, console.py), and nothing else (no sandbox.py, eval.py or tools), as users copy them."""
+    checkpoints.py, console.py), and nothing else (no sandbox/, eval.py or tools), as users copy them."""
     folder = tmp_path / "alone"
     folder.mkdir()
     for name in ("delta.py", "rewards.py", "checkpoints.py", "tasks.py", "sampling.py", "engines.py", "console.py"):
@@ -1171,12 +1171,20 @@ def test_delta_py_alone_imports_and_runs_the_copyable_api(tmp_path):
     assert p.returncode == 0 and p.stdout.split() == ["1.0", "False"], p.stderr[-2000:]
 
 
+def source_of(module):
+    """A module's source: its file, or a package's files one after the other (sandbox/)."""
+    folder = os.path.join(ROOT, module)
+    paths = [os.path.join(folder, f) for f in sorted(os.listdir(folder)) if f.endswith(".py")] if os.path.isdir(
+        folder) else [folder + ".py"]
+    return "\n".join(open(p).read() for p in paths)
+
+
 def test_the_companions_import_nothing_of_delta_py():
     """No import cycle: delta.py imports its companions where it first needs them, and none imports delta.py."""
     import ast
 
-    for name in ("checkpoints.py", "engines.py", "rewards.py", "tasks.py", "sandbox.py"):
-        tree = ast.parse(open(os.path.join(ROOT, name)).read())
+    for name in ("checkpoints", "engines", "rewards", "tasks", "sandbox"):
+        tree = ast.parse(source_of(name))
         imported = {a.name.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.Import) for a in node.names}
         imported |= {node.module.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)
                      and node.module}
@@ -1194,7 +1202,7 @@ def test_the_modules_import_in_one_direction():
     assert p.returncode == 0 and p.stdout.split() == ["['delta']"], p.stdout + p.stderr[-2000:]
     edges = {}
     for m in mine:
-        tree = ast.parse(open(os.path.join(ROOT, m + ".py")).read())
+        tree = ast.parse(source_of(m))
         names = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
         names |= {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
         edges[m] = sorted(names & set(mine) - {m})

@@ -1,4 +1,4 @@
-"""Tests of sandbox.py, the code sandbox of rewards.py (docs/security.md cites each test by name).
+"""Tests of sandbox/, the code sandbox of rewards.py (docs/security.md cites each test by name).
 
 Sections: the inside half in-process (its syntax tree, frames, Channel, Remote); reward hacks in assert mode
 (names, exceptions, handles; the channel's rule: requests the program writes, names it claims, tests that did
@@ -47,35 +47,36 @@ def sandboxed(program, inputs=("",), timeout=20):
 
 # ============================================================================ the inside half, in-process
 def test_the_inside_half_names_only_itself_and_the_stdlib():
-    """Below the INSIDE fence, every name read is defined below it, a builtin, or a standard-library module (numpy
-    only where a numpy value that crossed is decoded)."""
+    """The inside (sandbox/'s files but __init__.py): every name read is defined in one of them, a builtin, or a
+    standard-library module (numpy only where a numpy value that crossed is decoded); they import only the standard
+    library and each other."""
     import builtins
 
-    src = open(sandbox.__file__).read()
-    fence_line = next(i for i, line in enumerate(src.splitlines(), 1) if line.startswith("# INSIDE"))
-    tree = ast.parse(src)
-    inside = [n for n in tree.body if n.lineno > fence_line]
-    assert inside and not any(n.lineno > fence_line for n in tree.body[:tree.body.index(inside[0])])
-    defined, loaded, imported = set(vars(builtins)) | {"__builtins__"}, set(), set()
-    for top, node in ((top, n) for top in inside for n in ast.walk(top)):
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            defined.add(node.name)
-        elif isinstance(node, ast.arg):
-            defined.add(node.arg)
-        elif isinstance(node, ast.ExceptHandler) and node.name:
-            defined.add(node.name)
-        elif isinstance(node, (ast.Import, ast.ImportFrom)):
-            if getattr(top, "name", "") == "from_numpy" and [a.name for a in node.names] == ["numpy"]:
-                defined.add("numpy")  # a numpy value the other side sent is decoded with numpy, imported then
-                continue
-            imported |= {(getattr(node, "module", None) or a.name).split(".")[0] for a in node.names}
-            defined |= {(a.asname or a.name).split(".")[0] for a in node.names}
-        elif isinstance(node, ast.Name):
-            (defined if isinstance(node.ctx, ast.Store) else loaded).add(node.id)
-    top_imports = {a.name for n in tree.body[:tree.body.index(inside[0])] if isinstance(n, ast.Import) for a in n.names}
-    assert imported <= set(sys.stdlib_module_names) and top_imports <= set(sys.stdlib_module_names)
-    assert loaded - defined <= top_imports, loaded - defined - top_imports  # the stdlib modules imported at the top
-    assert {"frame", "read_frame", "Channel", "Ref", "TestsNames", "driver", "zygote"} <= defined
+    folder = os.path.dirname(sandbox.__file__)
+    files = {f[:-3] for f in os.listdir(folder) if f.endswith(".py")} - {"__init__"}
+    assert files == {"inside", "values", "objects", "assertion"}, files
+    defined, loaded, imported = set(vars(builtins)) | {"__builtins__", "__file__", "__name__", "__package__"}, set(), \
+        set()
+    for name in files:
+        tree = ast.parse(open(os.path.join(folder, name + ".py")).read())
+        for top, node in ((top, n) for top in tree.body for n in ast.walk(top)):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                defined.add(node.name)
+            elif isinstance(node, ast.arg):
+                defined.add(node.arg)
+            elif isinstance(node, ast.ExceptHandler) and node.name:
+                defined.add(node.name)
+            elif isinstance(node, (ast.Import, ast.ImportFrom)):
+                if getattr(top, "name", "") == "from_numpy" and [a.name for a in node.names] == ["numpy"]:
+                    defined.add("numpy")  # a numpy value the other side sent is decoded with numpy, imported then
+                    continue
+                imported |= {(getattr(node, "module", None) or a.name).split(".")[0] for a in node.names}
+                defined |= {(a.asname or a.name).split(".")[0] for a in node.names}
+            elif isinstance(node, ast.Name):
+                (defined if isinstance(node.ctx, ast.Store) else loaded).add(node.id)
+    assert imported <= set(sys.stdlib_module_names) | files, imported - set(sys.stdlib_module_names) - files
+    assert not loaded - defined, loaded - defined
+    assert {"frame", "read_frame", "Channel", "Ref", "Proxy", "TestsNames", "driver", "zygote"} <= defined
 
 
 def test_frames_round_trip_and_refuse_what_is_too_long():
@@ -286,7 +287,7 @@ def test_assert_mode_cannot_be_forged_or_reached_from_the_program():
     assert got == [0.0] * len(FORGERIES) + [1.0], dict(zip(FORGERIES, got))
 
 
-# The channel's rule (sandbox.py's opening comment): the tests' side runs nothing the program asks for.
+# The channel's rule (sandbox/__init__.py's opening comment): the tests' side runs nothing the program asks for.
 INJECT = '''import json, os, stat, sys
 FORGE = """import os, stat, sys
 nonce, f = set(), sys._getframe()
@@ -1911,15 +1912,15 @@ def test_the_base_installation_of_a_venv_is_out_of_sight(tmp_path):
 
 
 def test_rewards_copied_alone_grades_math_and_names_what_code_needs(tmp_path):
-    """rewards.py without sandbox.py (as delta.py's users copy the two): math works; a code item raises an
-    error that names sandbox.py."""
+    """rewards.py without the sandbox/ folder (as delta.py's users copy them): math works; a code item raises an
+    error that names the sandbox folder."""
     shutil.copy(os.path.join(ROOT, "rewards.py"), tmp_path)
     code = ("import rewards\nprint(rewards.math_reward('\\\\boxed{4}', '4'))\n"
             f"try:\n    rewards.score_batch([{fence(ADD)!r}], [{ASSERT!r}], 'code')\n"
             "except ModuleNotFoundError as e:\n    print(e)")
     p = run_script(["-c", code], cwd=tmp_path, timeout=300)
     lines = p.stdout.splitlines()
-    assert lines[0] == "1.0" and "sandbox.py" in lines[1] and "missing" in lines[1], p.stdout + p.stderr[-2000:]
+    assert lines[0] == "1.0" and "sandbox" in lines[1] and "missing" in lines[1], p.stdout + p.stderr[-2000:]
 
 
 def test_code_cannot_write_outside_its_work_folder_and_gets_a_minimal_environment(tmp_path):

@@ -5,7 +5,7 @@
         --gpqa /work/scratch_lcb/gpqa/data --lighteval_python /work/scratch_gpqa/venv/bin/python
 
 LiveCodeBench. The reference is LiveCodeBench's own lcb_runner/evaluation/testing_util.py (run_test), fetched into
-a scratch folder and never part of this repository; it runs here inside sandbox.py (one item per program, the
+a scratch folder and never part of this repository; it runs here inside sandbox/ (one item per program, the
 harness imported as a module as lcb_runner imports it, with LiveCodeBench's global time bound (t + 1) x tests + 5
 and its sys.set_int_max_str_digits(50000)), since it executes programs in its own process. The problems are real
 ones with their real tests and public human solutions: TACO and PrimeIntellect rows (stdin and call-based) as
@@ -141,7 +141,7 @@ def lcb_value_equal(got, expected):
 
 
 def diagnose(p, code, reference):
-    """Why the verdicts differ: the program run here test by test (sandbox.py, as rewards.py runs it), its results
+    """Why the verdicts differ: the program run here test by test (sandbox/, as rewards.py runs it), its results
     compared by both rules; the first test where the rules part names the cause, else the reference's report."""
     import sandbox
 
