@@ -400,7 +400,7 @@ class _Zygote:
 
 
 def _zygote(preload):
-    """This thread's zygote (started on first use, again if it died): this file run by path, outside any
+    """This thread's zygote (started on first use, again if it died): inside.py run by path, outside any
     namespace, with the harness's modules loaded; it forks one process per item."""
     preload = tuple(preload)
     z = getattr(_ZYGOTES, "z", None)
