@@ -40,8 +40,8 @@ else:  # the zygote, which runs inside.py by path: its sibling files by name
 
 def run_assert(req, report):
     """THE RULE's two processes: the program's, forked before the tests and the nonce were read, loads the program
-    and computes what the tests ask; the tests' (not dumpable) runs the setup's own copy and the tests, and reports
-    the nonce only when they ran to their end."""
+    and computes what the tests ask; the tests' (not dumpable, under a uid of its own) runs the setup's own copy
+    and the tests, and reports the nonce only when they ran to their end."""
     a, b = socket.socketpair()
 
     def program():
