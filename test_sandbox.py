@@ -2110,6 +2110,10 @@ HANDED_OVER = {  # (program, tests): what the tests hand the program, it may cha
         "class Book:\n    def __init__(self):\n        self.pages = {}\n    def count(self):\n"
         "        return len(self.pages)",
         "b = Book()\nb.pages['x'] = 1\nb.pages.update(y=2)\nassert b.count() == 2 and b.pages is b.pages"),
+    "a list of the program's object, held by the tests while the program changes it": (
+        "class Cart:\n    def __init__(self):\n        self.items = []\n    def add(self, x):\n"
+        "        self.items.append(x)",
+        "c = Cart()\nheld = c.items\nc.add(1)\nc.add(2)\nassert held == [1, 2] and held is c.items"),
 }
 
 

@@ -340,7 +340,7 @@ class Channel(StandIns, Codec):
         super().__init__(sock, tests, limit, output)
         self.sendall, self.recv_bytes = sock.sendall, sock.recv  # bound now: the tests' patches never reach them
         self.lock = threading.RLock()  # one exchange at a time, whatever the threads (tests call from a pool)
-        self.mirrors, self.mirrored = {}, set()  # the tests' side: containers of the program's (mirror); its side
+        self.mirrors, self.mirrored = {}, {}  # the tests' side: containers of the program's (mirror); its side
         self.sharing, self.patched = None, {}  # what the tests share; the program's side: what patches hid
         self.folder = None  # the program's side in an item: its work folder (shared)
 
@@ -390,6 +390,10 @@ class Channel(StandIns, Codec):
                 for i, v in self.dec(msg["back"]) if self.tests and "back" in msg else ():  # handed over: changed
                     if type(i) is int and 0 < i < len(args):
                         in_place(args[i], v)
+                for h, v in self.dec(msg["fresh"]) if self.tests and "fresh" in msg else ():  # mirrored: changed
+                    if h in self.mirrors:
+                        in_place(self.mirrors[h][0], v)
+                        self.mirrors[h][1] = self.pack(v=self.mirrors[h][0])
                 value = self.dec(msg["ok"])
                 return self.mirror(msg["own"], value) if self.tests and type(msg.get("own")) is int else value
             finally:
@@ -426,6 +430,7 @@ class Channel(StandIns, Codec):
                     self.apply(self.dec(msg["ctx"]))
                 for h, v in self.dec(msg["mirror"]) if not self.tests and "mirror" in msg else ():
                     in_place(self.lent[h], v)  # the tests' changes to a container of the program's (mirror)
+                    self.mirrored[h] = self.pack(v=self.lent[h])
             if self.tests:  # (the tests' code prints where the tests print)
                 result = self.answer(op, args[0], args[1:], kw)
             else:
@@ -433,9 +438,8 @@ class Channel(StandIns, Codec):
                     result = self.answer(op, args[0], args[1:], kw)
             reply = ("ok", result)
             if not self.tests:
-                own = op == "getattr" and type(result) in MUTABLE and len(self.mirrored) < 64
-                extra = {"back": self.changed_arguments(msg.get("a"), args), "own": own and self.lend(result)["h"]}
-                self.mirrored.update({extra["own"]} if own else ())
+                own = op == "getattr" and type(result) in MUTABLE and len(self.mirrored) < 64 and self.lend(result)["h"]
+                extra = {"back": self.changed_arguments(msg.get("a"), args), "own": own, "fresh": self.fresh(own)}
         except ChannelBroken:
             raise
         except BaseException as e:
@@ -450,8 +454,7 @@ class Channel(StandIns, Codec):
             if len(printed[0]) + len(printed[1]) > self.output:
                 msg = {"over": True}  # the tests fail: output is never cut short without a sign
             else:
-                msg = dict(self.reply(*reply, **extra), **({"out": printed[0], "errout": printed[1]} if any(printed)
-                                                          else {}))
+                msg = dict(self.reply(*reply, **extra), **dict(zip(("out", "errout"), printed)) if any(printed) else {})
             self.send(msg)
 
     def answer(self, op, obj, rest, kw):
@@ -473,12 +476,12 @@ class Channel(StandIns, Codec):
             return (copy.copy if name == "__copy__" else copy.deepcopy)(obj)
         return run_to_end(obj) if name == "__await__" else getattr(type(obj), name)(obj, *args)
 
-    def reply(self, kind, value, back=None, own=None):
+    def reply(self, kind, value, back=None, own=None, fresh=None):
         """An answer: the program's side sends at most half the message limit as data; past it, a value is lent
         whole and an error crosses by its class and text."""
         self.budget = None if self.tests else self.limit // 2
         try:
-            return self.pack(**{kind: value}, back=back, own=own if type(own) is int else None)
+            return self.pack(**{kind: value}, back=back, own=own if type(own) is int else None, fresh=fresh)
         except Exception:
             self.budget = None
             return {"ok": self.handle(value)} if kind == "ok" else self.pack(err={k: value[k] for k in ("type", "msg")})
@@ -563,8 +566,8 @@ class Channel(StandIns, Codec):
 
     def mirror(self, h, value):
         """The tests' side: a container read through an attribute of the program's object (number `h`) is one
-        object here, given the program's contents each time it is read; what the tests change in it goes to the
-        program before its next computation (changed_mirrors), as in one process."""
+        object here, given the program's contents when read and after each computation that changed them (fresh);
+        what the tests change in it reaches the program before its next computation (changed_mirrors)."""
         m = self.mirrors.setdefault(h, [value, None])
         if type(m[0]) is type(value):
             in_place(m[0], value)
@@ -572,6 +575,19 @@ class Channel(StandIns, Codec):
             m[0] = value
         m[1] = self.pack(v=m[0])
         return m[0]
+
+    def fresh(self, own):
+        """The program's side, after a computation: the containers the tests mirror that changed here since they
+        were last sent, as [number, container] (and `own`, read now, as sent)."""
+        out = []
+        for h, sent in self.mirrored.items():
+            now = self.pack(v=self.lent[h])
+            if now != sent:
+                out.append([h, self.lent[h]])
+                self.mirrored[h] = now
+        if type(own) is int:
+            self.mirrored[own] = self.pack(v=self.lent[own])
+        return out or None
 
     def changed_mirrors(self):
         out = []
