@@ -378,7 +378,7 @@ def test_values_cross_by_one_table_and_requests_outside_the_rule_break_the_chann
               frozenset({4}), {"k": [5]}, collections.Counter("ab"), collections.OrderedDict(a=1),
               collections.defaultdict(int, a=1), collections.deque([1], 3), range(1, 9, 2), fractions.Fraction(1, 3),
               decimal.Decimal("1.10"), datetime.datetime(2024, 1, 2, 3, 4), datetime.date(2024, 1, 2),
-              datetime.time(5, 6), datetime.timedelta(3)]
+              datetime.time(5, 6), datetime.timedelta(3), slice(1, None, 2)]
     got = channel_pair({"values": values, "echo": lambda f, *a: f(*a)})
     assert repr(got["values"]) == repr(values) and [type(v) for v in got["values"]] == [type(v) for v in values]
     assert {t for types_, _, _ in sandbox.VALUES.values() for t in types_} == {type(v) for v in values} - {
@@ -2010,6 +2010,8 @@ VEC = ("class Vec:\n    def __init__(self, x, y):\n        self.x, self.y = x, y
        "        return Vec(self.x * {0}, self.y * {0})\n    __rmul__ = __mul__\n    def __add__(self, o):\n"
        "        return Vec(self.x + o.x, self.y + o.y)\n    def __radd__(self, o):\n"
        "        return self if o == 0 else NotImplemented\ndef vec(x, y):\n    return Vec(x, y)")
+SEQ = ("class Seq:\n    def __init__(self, xs):\n        self.xs = list(xs){}\n    def __getitem__(self, i):\n"
+       "        return self.xs[i]\ndef seq(xs):\n    return Seq(xs)")
 SHOWN = ("class Stack:\n    '''{}'''\n    def __repr__(self):\n        return 'Stack()'\n"
          "    def __format__(self, spec):\n        return 'stack:' + spec\ndef make():\n    return Stack()")
 SESSION = ("class Session:\n    def __init__(self):\n        self.n = 0\n    async def __aenter__(self):\n"
@@ -2038,6 +2040,9 @@ PROTOCOLS = {  # protocol: (tests, honest program, wrong program, the last desig
     "operators with the tests' values, reflected too": (
         "v = 3 * vec(1, 2)\nassert (v.x, v.y) == (3, 6)\ns = sum([vec(1, 1), vec(2, 2)])\nassert (s.x, s.y) == (3, 3)",
         VEC.format("k"), VEC.format("1"), (0.0, 0.0)),
+    "items and slices (__getitem__), iteration by them": (
+        "s = seq(range(10))\nassert s[2:5] == [2, 3, 4] and s[-1] == 9 and list(s) == list(range(10))",
+        SEQ.format(""), SEQ.format("[::-1]"), (0.0, 0.0)),
     "str, repr, format, __doc__ and the class's name": (
         "s = make()\nassert type(s).__name__ == 'Stack' and s.__doc__ == 'A last-in, first-out stack.'\n"
         "assert repr(s) == str(s) == 'Stack()' and f'{s:x}' == 'stack:x'",

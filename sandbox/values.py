@@ -108,6 +108,7 @@ VALUES = {
     "time": ((datetime.time,), lambda x, e: x.isoformat(), lambda v, d: datetime.time.fromisoformat(v)),
     "timedelta": ((datetime.timedelta,), lambda x, e: [x.days, x.seconds, x.microseconds],
                   lambda v, d: datetime.timedelta(*[int(i) for i in v])),
+    "slice": ((slice,), lambda x, e: [e(x.start), e(x.stop), e(x.step)], lambda v, d: slice(*[d(i) for i in v])),
 }
 TAGS = {t: tag for tag, (types_, _, _) in VALUES.items() for t in types_}
 BUILTIN_ERRORS = {name: c for name, c in vars(builtins).items() if isinstance(c, type) and issubclass(c, Exception)
