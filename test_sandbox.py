@@ -1,8 +1,9 @@
 """Tests of sandbox/, the code sandbox of rewards.py (docs/security.md cites each test by name).
 
-Sections: the inside half in-process (its syntax tree, frames, Channel, Remote); reward hacks in assert mode
+Sections: the inside half in-process (its syntax trees, frames, Channel, records); reward hacks in assert mode
 (names, exceptions, handles; the channel's rule: requests the program writes, names it claims, tests that did
-not run to their end, the prompt's helpers), each against the reference harness as a positive control; honest
+not run to their end, the prompt's helpers), each against the reference harness as a positive control; THE
+RULE's second half (the program's objects answer for themselves; nothing believed; the processes apart); honest
 programs (the idioms of issue 23, objects shared with the tests, and a sample of other people's solutions)
 against the reference harness; the sandbox as root (its root and its package data, the host's state, attacks by
 class, futexes, executables, stdout, limits, CPU); weaker settings.
