@@ -2147,6 +2147,21 @@ def test_the_program_cannot_signal_the_tests_process():
     assert rewards.code_reward(fence(REACH), {"assert": "assert reach() == []"}) == 1.0
 
 
+SAVE = ("def save(path, text):\n    try:\n        with open(path, 'w') as f:\n            f.write(text)\n"
+        "        return True\n    except PermissionError:\n        return False")
+READ_ONLY = ("import os\nwith open('ro.txt', 'w') as f:\n    f.write('keep')\nos.chmod('ro.txt', 0o444)\n"
+             "assert save('ro.txt', 'x') is False and open('ro.txt').read() == 'keep'\n"
+             "with open('rw.txt', 'w') as f:\n    f.write('old')\n"
+             "assert save('rw.txt', 'new') and open('rw.txt').read() == 'new'")
+
+
+def test_a_path_handed_over_gives_the_program_what_the_tests_have_there():
+    """A path the tests name in a call gives the program's uid what the tests' own uid has there: it writes their
+    writable file, and not the one they made read-only (ClassEval task 50's idiom). The reference harness run as
+    root is no control here: root writes the read-only file too."""
+    assert rewards.code_reward(fence(SAVE), {"assert": READ_ONLY}) == 1.0
+
+
 def test_records_are_made_only_of_classes_handed_over_and_never_cover_class_data():
     """A record (an instance of a tests' class, copied) is made on the tests' side only of a class handed to the
     program: the setup's, or one whose instance the tests passed. Its attributes never cover its class's data (a
