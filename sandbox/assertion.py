@@ -22,20 +22,17 @@ import stat
 import symtable
 import sys
 import threading
+import xml.etree.ElementTree as ET
 from contextlib import redirect_stderr, redirect_stdout
 
 if __package__:  # the host's import of the package
     from .inside import drain, load, read_frame, spawn, write_all
-else:  # the zygote, which runs inside.py by path: its sibling files by name
-    from inside import drain, load, read_frame, spawn, write_all
-if __package__:  # the host's import of the package
+    from .objects import ALWAYS, FORWARD, OPS, TESTS_ANSWER, Ref, StandIns
     from .values import LOADS, ChannelBroken, Codec, dumps, exception_named, frame
 else:  # the zygote, which runs inside.py by path: its sibling files by name
-    from values import LOADS, ChannelBroken, Codec, dumps, exception_named, frame
-if __package__:  # the host's import of the package
-    from .objects import ALWAYS, FORWARD, OPS, TESTS_ANSWER, Ref, StandIns
-else:  # the zygote, which runs inside.py by path: its sibling files by name
+    from inside import drain, load, read_frame, spawn, write_all
     from objects import ALWAYS, FORWARD, OPS, TESTS_ANSWER, Ref, StandIns
+    from values import LOADS, ChannelBroken, Codec, dumps, exception_named, frame
 
 
 def run_assert(req, report):
@@ -257,7 +254,7 @@ def shared(folder):
 
 
 MUTABLE = (list, dict, set, bytearray, collections.deque, collections.OrderedDict, collections.Counter,
-           collections.defaultdict)
+           collections.defaultdict, ET.Element)
 
 
 def in_place(target, new):
@@ -270,6 +267,11 @@ def in_place(target, new):
     elif type(target) is collections.deque:
         target.clear()
         target.extend(new)
+    elif type(target) is ET.Element:  # (clear() empties its attributes, text and tail too)
+        target.clear()
+        target.tag, target.text, target.tail = new.tag, new.text, new.tail
+        target.attrib.update(new.attrib)
+        target.extend(list(new))
     else:
         target.clear()
         target.update(new)
@@ -329,7 +331,6 @@ def run_to_end(awaitable):
         return await awaitable
     LOOP[:] = LOOP or [asyncio.new_event_loop()]
     return LOOP[0].run_until_complete(main())
-
 
 
 class Channel(StandIns, Codec):
@@ -554,7 +555,6 @@ class Channel(StandIns, Codec):
                 module = sys.modules.get(m) or importlib.import_module(m)
                 self.patched.setdefault((m, k), getattr(module, k, Ref))
                 setattr(module, k, value)
-
 
     def changed_arguments(self, sent, args):
         """The program's side, after a computation: the containers the tests passed (handed over) that it changed

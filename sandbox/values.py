@@ -18,6 +18,7 @@ import os
 import sys
 import types
 import weakref
+import xml.etree.ElementTree as ET
 
 
 # ---------------------------------------------------------------------------- the protocol, written once
@@ -72,6 +73,14 @@ def _pairs(v, d):
     return [(d(k), d(x)) for k, x in v]
 
 
+def _element(v, d):
+    """An XML element from its data: tag, attributes, text, tail and children."""
+    x = ET.Element(d(v[0]), d(v[1]))
+    x.text, x.tail = d(v[2]), d(v[3])
+    x.extend(d(c) for c in v[4])
+    return x
+
+
 FACTORIES = {f.__name__: f for f in (int, float, str, list, dict, set, tuple)}  # a defaultdict's, by name
 # The values that cross the channel as data, both ways: tag: (the types it carries, to data (value, encoder of a
 # part), from data (data, decoder of a part)). An instance of a subclass crosses as the base type (a namedtuple as
@@ -109,6 +118,8 @@ VALUES = {
     "timedelta": ((datetime.timedelta,), lambda x, e: [x.days, x.seconds, x.microseconds],
                   lambda v, d: datetime.timedelta(*[int(i) for i in v])),
     "slice": ((slice,), lambda x, e: [e(x.start), e(x.stop), e(x.step)], lambda v, d: slice(*[d(i) for i in v])),
+    "Element": ((ET.Element,), lambda x, e: [e(x.tag), e(dict(x.attrib)), e(x.text), e(x.tail), [e(c) for c in x]],
+                _element),  # xml.etree's: a tree of text (ClassEval 98)
 }
 TAGS = {t: tag for tag, (types_, _, _) in VALUES.items() for t in types_}
 BUILTIN_ERRORS = {name: c for name, c in vars(builtins).items() if isinstance(c, type) and issubclass(c, Exception)
@@ -190,7 +201,6 @@ def exception_named(name):
     return cls, cls and cls(), None
 
 
-
 class Codec:
     """Values as they cross, for one side; `tests` says which. A message is a JSON object in a frame, its parts
     values as they cross (enc, dec), its records (instances of the tests' and the setup's classes, copied) in its
@@ -210,7 +220,6 @@ class Codec:
     def broke(self, why):
         self.broken = True
         return ChannelBroken(why)
-
 
     def pack(self, late=None, **parts):
         """A message of values (enc), with the records met on the way copied into its table "r": their data encoded
@@ -367,7 +376,6 @@ class Codec:
         if self.sock is None and self.tests and not json_like(tag, x):  # the host, decoding a call's value
             raise ValueError("no JSON value equals it")
         return VALUES[tag][2](x, self._dec)
-
 
     # ------------------------------------------------------------------ exceptions
     def error(self, e, depth=0):
