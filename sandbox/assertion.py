@@ -22,17 +22,16 @@ import stat
 import symtable
 import sys
 import threading
-import xml.etree.ElementTree as ET
 from contextlib import redirect_stderr, redirect_stdout
 
 if __package__:  # the host's import of the package
     from .inside import drain, load, read_frame, spawn, write_all
     from .objects import ALWAYS, FORWARD, OPS, TESTS_ANSWER, Ref, StandIns
-    from .values import LOADS, ChannelBroken, Codec, dumps, exception_named, frame
+    from .values import ELEMENT, LOADS, ChannelBroken, Codec, dumps, exception_named, frame
 else:  # the zygote, which runs inside.py by path: its sibling files by name
     from inside import drain, load, read_frame, spawn, write_all
     from objects import ALWAYS, FORWARD, OPS, TESTS_ANSWER, Ref, StandIns
-    from values import LOADS, ChannelBroken, Codec, dumps, exception_named, frame
+    from values import ELEMENT, LOADS, ChannelBroken, Codec, dumps, exception_named, frame
 
 
 def run_assert(req, report):
@@ -254,7 +253,7 @@ def shared(folder):
 
 
 MUTABLE = (list, dict, set, bytearray, collections.deque, collections.OrderedDict, collections.Counter,
-           collections.defaultdict, ET.Element)
+           collections.defaultdict, ELEMENT)
 
 
 def in_place(target, new):
@@ -267,11 +266,9 @@ def in_place(target, new):
     elif type(target) is collections.deque:
         target.clear()
         target.extend(new)
-    elif type(target) is ET.Element:  # (clear() empties its attributes, text and tail too)
-        target.clear()
-        target.tag, target.text, target.tail = new.tag, new.text, new.tail
-        target.attrib.update(new.attrib)
-        target.extend(list(new))
+    elif type(target) is ELEMENT:  # (its attributes' dict kept too; its children are the new ones)
+        target.tag, target.text, target.tail, target[:] = new.tag, new.text, new.tail, list(new)
+        in_place(target.attrib, dict(new.attrib))
     else:
         target.clear()
         target.update(new)

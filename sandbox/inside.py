@@ -23,8 +23,9 @@ import sys
 import time
 import types
 
+HERE = os.path.dirname(os.path.abspath(__file__))
 if not __package__:  # run by path (the zygote): its sibling files by name, and this file as `inside` for them
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    sys.path.insert(0, HERE)
     sys.modules.setdefault("inside", sys.modules[__name__])
 if __package__:  # the host's import of the package
     from .values import Codec, dumps, frame, read_frame, write_all
@@ -546,4 +547,5 @@ def probe(how):
 
 if __name__ == "__main__":
     import assertion  # noqa: F401  (before any fork: the item's root holds no file of ours)
+    sys.path.remove(HERE)  # nor does an item import from our folder: below /work or /tmp, the program may make it
     {"zygote": lambda: zygote(sys.argv[2:]), "probe": lambda: probe(sys.argv[2])}[sys.argv[1]]()

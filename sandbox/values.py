@@ -73,9 +73,12 @@ def _pairs(v, d):
     return [(d(k), d(x)) for k, x in v]
 
 
+ELEMENT = ET.Element  # bound once, as DUMPS: a patch of the tests' never reaches the channel
+
+
 def _element(v, d):
     """An XML element from its data: tag, attributes, text, tail and children."""
-    x = ET.Element(d(v[0]), d(v[1]))
+    x = ELEMENT(d(v[0]), d(v[1]))
     x.text, x.tail = d(v[2]), d(v[3])
     x.extend(d(c) for c in v[4])
     return x
@@ -118,7 +121,7 @@ VALUES = {
     "timedelta": ((datetime.timedelta,), lambda x, e: [x.days, x.seconds, x.microseconds],
                   lambda v, d: datetime.timedelta(*[int(i) for i in v])),
     "slice": ((slice,), lambda x, e: [e(x.start), e(x.stop), e(x.step)], lambda v, d: slice(*[d(i) for i in v])),
-    "Element": ((ET.Element,), lambda x, e: [e(x.tag), e(dict(x.attrib)), e(x.text), e(x.tail), [e(c) for c in x]],
+    "Element": ((ELEMENT,), lambda x, e: [e(x.tag), e(dict(x.attrib)), e(x.text), e(x.tail), [e(c) for c in x]],
                 _element),  # xml.etree's: a tree of text (ClassEval 98)
 }
 TAGS = {t: tag for tag, (types_, _, _) in VALUES.items() for t in types_}
@@ -174,12 +177,12 @@ def attributes(x):
 
 def json_like(tag, data):
     """Whether a call's value of a VALUES tag could equal an expected JSON value, and costs the host (which decodes
-    it unconfined) no more than its size: no set; a mapping only with text keys (integer keys may collide in a
-    hash by design); an exact number of at most 2,048 characters."""
+    it unconfined) no more than its size: no set or XML element; a mapping only with text keys (integer keys may
+    collide in a hash by design); an exact number of at most 2,048 characters."""
     pairs = data[1] if tag == "defaultdict" else data
     if tag in ("dict", "Counter", "OrderedDict", "defaultdict"):
         return type(pairs) is list and all(type(p) is list and p and type(p[0]) is str for p in pairs)
-    return tag not in ("set", "frozenset") and (tag != "Fraction" or len(str(data)) <= 2048)
+    return tag not in ("set", "frozenset", "Element") and (tag != "Fraction" or len(str(data)) <= 2048)
 
 
 def plain_attribute(cls, name):
