@@ -547,5 +547,7 @@ def probe(how):
 
 if __name__ == "__main__":
     import assertion  # noqa: F401  (before any fork: the item's root holds no file of ours)
-    sys.path.remove(HERE)  # nor does an item import from our folder: below /work or /tmp, the program may make it
+    # An item imports only from folders there now, which its root binds read-only: never from ours (below /work or
+    # /tmp the program may make it), nor from one not there yet (the standard library's zip).
+    sys.path[:] = [p for p in sys.path if p != HERE and os.path.isdir(p)]
     {"zygote": lambda: zygote(sys.argv[2:]), "probe": lambda: probe(sys.argv[2])}[sys.argv[1]]()
