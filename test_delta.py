@@ -1,6 +1,7 @@
 """Tests of delta.py: every formula against an independent computation, then the trainer end to end."""
 import contextlib
 import dataclasses
+import gc
 import json
 import math
 import os
@@ -806,69 +807,74 @@ COPYABLE = ("delta_coefficients", "top_share_mask")
 
 
 def _dist_worker(rank, world, tmp, tiny, engine):
-    import inspect
     import torch.distributed as dist
     torch.set_num_threads(1)
     dist.init_process_group("gloo", init_method=f"file://{tmp}/rendezvous", rank=rank, world_size=world)
     try:
-        if engine == "ddp":
-            # the copyable functions pasted into a module holding only torch, as a user would, under an
-            # initialised process group: with group=WORLD they see the whole batch; without, this rank's part only
-            pasted = {"torch": torch}
-            for name in COPYABLE:
-                exec(inspect.getsource(getattr(delta, name)), pasted)
-            v, adv, mask = uneven_batch()
-            rows = slice(0, 2) if rank == 0 else slice(2, 6)
-            T = 5 if rank == 0 else 7
-            lam = pasted["delta_coefficients"](v[rows, :T], adv[rows], mask[rows, :T], K=2, stats=(stats := {}),
-                                               group=dist.group.WORLD)
-            alone = pasted["delta_coefficients"](v[rows, :T], adv[rows], mask[rows, :T], K=2)  # no collective
-            top = pasted["top_share_mask"](v[rows, :T, 0].double(), mask[rows, :T], 0.3, group=dist.group.WORLD)
-            top_alone = pasted["top_share_mask"](v[rows, :T, 0].double(), mask[rows, :T], 0.3)
-            torch.save({"lam": lam, "stats": stats, "alone": alone, "top": top, "top_alone": top_alone},
-                       f"{tmp}/lam{rank}.pt")
-            # packed, with rank 0 holding only zero-advantage responses: no feature at all, yet every sum joins
-            mine_rows = [2] if rank == 0 else [0, 1, 3, 4, 5]  # row 2 has advantage 0: rank 0 needs no feature
-            mine = torch.zeros_like(mask)
-            mine[mine_rows] = mask[mine_rows] & (adv[mine_rows] != 0)[:, None]
-            count = mask[mine_rows].sum()
-            packed = delta_coefficients(v[mine], adv[:, None].expand_as(mask)[mine],
-                                        torch.ones(int(mine.sum()), dtype=torch.bool),
-                                        K=2, num_valid=count, stats=(pstats := {}), group=dist.group.WORLD)
-            torch.save({"lam": packed, "stats": pstats, "n": int(mine.sum())}, f"{tmp}/packed{rank}.pt")
-        # a whole training step: scoring pass, coefficients from packed features, optimizer steps
-        run, batch, adv, _, _ = fixed_rollout(tiny, world=world, fsdp=engine == "fsdp")
-        greedy_prompts = [delta.prompt_text(run.tok, f"{12 + rank}+{34 + 3 * i}=?") for i in range(3)]
-        run.sampler.args = dataclasses.replace(run.args, max_new_tokens=12, gen_max_tokens=2 * 3 * 40)
-        greedy = delta.sample(run.sampler, greedy_prompts, 0.0, n=3)  # 2 prompts a call, each forwarded once
-        torch.save(sampling.decode_responses(run.tok, greedy), f"{tmp}/greedy{rank}.pt")
-        part, part_adv = _rank_share(batch, adv, run.args, rank, world)
-        run.rank, run.args.max_tokens_per_micro_batch = rank, 80  # several micro-batches, not one process's split
-        if engine == "fsdp":  # FSDP2 keeps the root unsharded after a forward without backward (fixed_rollout's
-            run.train_model.reshard()  # scoring pass): an optimizer must see the sharded parameters
-        run.optimizer = torch.optim.SGD(run.model.parameters(), lr=0.1, momentum=0.9)  # linear in the gradient
-        plans = delta.micro_batches(run, part)
-        part["old_logp"], _, packed = delta.score(run, part, part_adv, plans, True)
-        lam = lam_of(run, part, part_adv, packed, stats := {})
-        held, no_sync = [], run.sharding.no_sync
-
-        @contextlib.contextmanager
-        def watched(model, sync):  # after each micro-batch's backward: unsharded gradient bytes still held
-            with no_sync(model, sync):
-                yield
-            held.append(unsharded_gradient_bytes(model) if engine == "fsdp" else 0)
-        run.sharding.no_sync = watched
-        out = delta.all_mean(run, delta.update(run, part, part_adv, lam, plans))
-        delta.sample(run.sampler, [delta.prompt_text(run.tok, "12+34=?")] * 3, 1.0)  # HF generate, gathered
-        sharded = fsdp_sharded(run.train_model) if engine == "fsdp" else None
-        state = run.sharding.model_state(run.train_model)
-        optim = run.sharding.optim_state(run.train_model, run.optimizer)
-        if rank == 0:
-            torch.save({"model": state, "out": out, "stats": stats, "optim": optim, "held": held, "sharded": sharded},
-                       f"{tmp}/{engine}.pt")
-        del run
+        _dist_steps(rank, world, tmp, tiny, engine)
+        gc.collect()  # every object of the step gone before the group: FSDP's, held to exit, aborted a rank (1 in 12)
     finally:
         dist.destroy_process_group()
+
+
+def _dist_steps(rank, world, tmp, tiny, engine):
+    import inspect
+    import torch.distributed as dist
+    if engine == "ddp":
+        # the copyable functions pasted into a module holding only torch, as a user would, under an
+        # initialised process group: with group=WORLD they see the whole batch; without, this rank's part only
+        pasted = {"torch": torch}
+        for name in COPYABLE:
+            exec(inspect.getsource(getattr(delta, name)), pasted)
+        v, adv, mask = uneven_batch()
+        rows = slice(0, 2) if rank == 0 else slice(2, 6)
+        T = 5 if rank == 0 else 7
+        lam = pasted["delta_coefficients"](v[rows, :T], adv[rows], mask[rows, :T], K=2, stats=(stats := {}),
+                                           group=dist.group.WORLD)
+        alone = pasted["delta_coefficients"](v[rows, :T], adv[rows], mask[rows, :T], K=2)  # no collective
+        top = pasted["top_share_mask"](v[rows, :T, 0].double(), mask[rows, :T], 0.3, group=dist.group.WORLD)
+        top_alone = pasted["top_share_mask"](v[rows, :T, 0].double(), mask[rows, :T], 0.3)
+        torch.save({"lam": lam, "stats": stats, "alone": alone, "top": top, "top_alone": top_alone},
+                   f"{tmp}/lam{rank}.pt")
+        # packed, with rank 0 holding only zero-advantage responses: no feature at all, yet every sum joins
+        mine_rows = [2] if rank == 0 else [0, 1, 3, 4, 5]  # row 2 has advantage 0: rank 0 needs no feature
+        mine = torch.zeros_like(mask)
+        mine[mine_rows] = mask[mine_rows] & (adv[mine_rows] != 0)[:, None]
+        count = mask[mine_rows].sum()
+        packed = delta_coefficients(v[mine], adv[:, None].expand_as(mask)[mine],
+                                    torch.ones(int(mine.sum()), dtype=torch.bool),
+                                    K=2, num_valid=count, stats=(pstats := {}), group=dist.group.WORLD)
+        torch.save({"lam": packed, "stats": pstats, "n": int(mine.sum())}, f"{tmp}/packed{rank}.pt")
+    # a whole training step: scoring pass, coefficients from packed features, optimizer steps
+    run, batch, adv, _, _ = fixed_rollout(tiny, world=world, fsdp=engine == "fsdp")
+    greedy_prompts = [delta.prompt_text(run.tok, f"{12 + rank}+{34 + 3 * i}=?") for i in range(3)]
+    run.sampler.args = dataclasses.replace(run.args, max_new_tokens=12, gen_max_tokens=2 * 3 * 40)
+    greedy = delta.sample(run.sampler, greedy_prompts, 0.0, n=3)  # 2 prompts a call, each forwarded once
+    torch.save(sampling.decode_responses(run.tok, greedy), f"{tmp}/greedy{rank}.pt")
+    part, part_adv = _rank_share(batch, adv, run.args, rank, world)
+    run.rank, run.args.max_tokens_per_micro_batch = rank, 80  # several micro-batches, not one process's split
+    if engine == "fsdp":  # FSDP2 keeps the root unsharded after a forward without backward (fixed_rollout's
+        run.train_model.reshard()  # scoring pass): an optimizer must see the sharded parameters
+    run.optimizer = torch.optim.SGD(run.model.parameters(), lr=0.1, momentum=0.9)  # linear in the gradient
+    plans = delta.micro_batches(run, part)
+    part["old_logp"], _, packed = delta.score(run, part, part_adv, plans, True)
+    lam = lam_of(run, part, part_adv, packed, stats := {})
+    held, no_sync = [], run.sharding.no_sync
+
+    @contextlib.contextmanager
+    def watched(model, sync):  # after each micro-batch's backward: unsharded gradient bytes still held
+        with no_sync(model, sync):
+            yield
+        held.append(unsharded_gradient_bytes(model) if engine == "fsdp" else 0)
+    run.sharding.no_sync = watched
+    out = delta.all_mean(run, delta.update(run, part, part_adv, lam, plans))
+    delta.sample(run.sampler, [delta.prompt_text(run.tok, "12+34=?")] * 3, 1.0)  # HF generate, gathered
+    sharded = fsdp_sharded(run.train_model) if engine == "fsdp" else None
+    state = run.sharding.model_state(run.train_model)
+    optim = run.sharding.optim_state(run.train_model, run.optimizer)
+    if rank == 0:
+        torch.save({"model": state, "out": out, "stats": stats, "optim": optim, "held": held, "sharded": sharded},
+                   f"{tmp}/{engine}.pt")
 
 
 def unsharded_gradient_bytes(model):
@@ -1004,6 +1010,7 @@ def _skip_worker(rank, world, tmp, tiny, engine):
         out = skip_runs(tiny, rank, world, engine)
         if rank == 0:
             torch.save(out, f"{tmp}/skip.pt")
+        gc.collect()  # (as _dist_worker)
     finally:
         dist.destroy_process_group()
 
@@ -1050,6 +1057,7 @@ def _uneven_skip_worker(rank, world, tmp, tiny):
         m = delta.rl_step(run, 0)
         torch.save(m, f"{tmp}/uneven{rank}.pt")
         del run, model
+        gc.collect()  # (as _dist_worker)
     finally:
         dist.destroy_process_group()
 
@@ -1343,6 +1351,7 @@ def _meta_start_worker(rank, world, tmp, sources, engine):
                 buffers={k: b.clone() for k, b in model.named_buffers()})
             del run, model
         torch.save(dict(out, reads=reads), f"{tmp}/meta-{engine}-{rank}.pt")
+        gc.collect()  # (as _dist_worker)
     finally:
         dist.destroy_process_group()
 
@@ -1918,6 +1927,7 @@ def _backbone_worker(rank, world, tmp, paths, engine):
             if rank == 0:
                 torch.save({"model": state, "out": out, "stats": stats}, f"{tmp}/{family}-{engine}.pt")
             del run
+        gc.collect()  # (as _dist_worker)
     finally:
         dist.destroy_process_group()
 
