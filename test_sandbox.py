@@ -389,6 +389,7 @@ def test_values_cross_by_one_table_and_requests_outside_the_rule_break_the_chann
     assert {t for types_, _, _ in sandbox.VALUES.values() for t in types_} == {type(v) for v in values + [element]} - {
         type(None), bool, str}  # the table is what crosses: nothing else is data
     assert got["echo"](lambda x: x + 1, 1) == 2 and got["echo"](sum, (x for x in range(4))) == 6
+    assert sandbox.Ref.__doc__ is None  # a lent object's text is never made up on the program's side
     a, b = socket_.socketpair()
     tests = sandbox.Channel(a, tests=True, limit=1 << 20)
     tests.ns = {}

@@ -40,9 +40,9 @@ async def awaiting(proxy):
 
 
 class Ref:
-    """The program's side: a handle on an object the tests lent it (a callback, a file, an iterator of theirs),
-    which asks the tests' side only TESTS_ANSWER: a call, a file's attribute, iteration, a with block. It is equal
-    to itself only and shows a text of its own."""
+    # The program's side: a handle on an object the tests lent it (a callback, a file, an iterator of theirs), which
+    # asks the tests' side only TESTS_ANSWER: a call, a file's attribute, iteration, a with block. It is equal to
+    # itself only and shows a text of its own. Its __doc__ is None: no text of this file is made up for the tests'.
     __slots__ = ("_ch", "_h")
 
     def __init__(self, ch, h):
@@ -271,7 +271,8 @@ class StandIns:
             object.__setattr__(p, "_sandbox_ch", self)
             object.__setattr__(p, "_sandbox_h", h)
         p = self.remotes[h]
-        coroutine = hasattr(type(p), "__await__") and (type(p).__module__, type(p).__name__) == ("builtins", "coroutine")
+        coroutine = hasattr(type(p), "__await__") and (type(p).__module__, type(p).__name__) == ("builtins",
+                                                                                                  "coroutine")
         return awaiting(p) if coroutine else p
 
     def stood_for(self, x):
